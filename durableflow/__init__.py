@@ -1,0 +1,75 @@
+"""durableflow: durable workflows for Django, run by Celery workers.
+
+    import durableflow
+
+    @durableflow.workflow("greet", version="1")
+    def greet(ctx, params):
+        name = ctx.step.run("load-name", load_name, params["user_id"])
+        ctx.step.sleep("wait", 60)
+        return {"greeting": f"Hello {name}"}
+
+    execution = durableflow.start("greet", {"user_id": 7})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durableflow.exceptions import (
+    ChildExecutionError,
+    DurableflowError,
+    EffectDeliveryError,
+    ExecutionFailed,
+    ExecutionNotFound,
+    InvalidTransition,
+    NonDeterminismError,
+    RetryableError,
+    StepError,
+    StepTimeout,
+    WaitTimeout,
+    WorkflowEffectError,
+    WorkflowStartError,
+    WorkflowValueError,
+)
+from durableflow.options import Concurrency, RateLimit, Retry
+from durableflow.registry import workflow
+
+__all__ = [
+    # defining workflows
+    "workflow",
+    "Retry",
+    "RateLimit",
+    "Concurrency",
+    # steering runs (need Django's apps to be loaded)
+    "start",
+    "cancel",
+    "retry",
+    "result",
+    # errors
+    "DurableflowError",
+    "WorkflowStartError",
+    "WorkflowValueError",
+    "NonDeterminismError",
+    "RetryableError",
+    "StepTimeout",
+    "StepError",
+    "WaitTimeout",
+    "ChildExecutionError",
+    "WorkflowEffectError",
+    "EffectDeliveryError",
+    "ExecutionFailed",
+    "ExecutionNotFound",
+    "InvalidTransition",
+]
+
+# The verbs touch the ORM, which must not be imported while Django loads its apps (this
+# package is imported then); they are resolved on first use instead.
+_OPERATIONS = frozenset({"start", "cancel", "retry", "result"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OPERATIONS:
+        from durableflow import operations
+
+        return getattr(operations, name)
+    raise AttributeError(f"module 'durableflow' has no attribute {name!r}")

@@ -1,0 +1,84 @@
+"""durableflow's settings: one ``DURABLEFLOW`` dict, every key optional, read at call time.
+
+    DURABLEFLOW = {"LEASE_SECONDS": 60, "SWEEP_INTERVAL": 1.0, ...}
+
+Values are cached and dropped on ``setting_changed``, so ``override_settings`` works.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from durableflow.options import Retry
+
+__all__ = ["DEFAULTS", "df_settings"]
+
+DEFAULTS: dict[str, Any] = {
+    # A delivery's lease; renewed by a heartbeat every third of it while a step runs. An
+    # execution whose lease expired (a crashed worker) is delivered again by the sweep.
+    "LEASE_SECONDS": 60,
+    # How often beat runs the sweep (seconds); timers fire at most this late.
+    "SWEEP_INTERVAL": 1.0,
+    # The Celery queue of deliveries (and of the sweep) unless a start names another.
+    "DEFAULT_QUEUE": "durableflow",
+    # Retry policy of steps without retry=; one attempt unless set.
+    "DEFAULT_RETRY": None,
+    # DRF permission classes of the API (dotted paths).
+    "API_PERMISSION_CLASSES": ["durableflow.api.permissions.IsStaffOrModelPermission"],
+    # Largest params, step value or result, in bytes of canonical JSON.
+    "MAX_PAYLOAD_BYTES": 1_000_000,
+    # How many executions one sweep wakes or re-sends at most.
+    "SWEEP_BATCH_SIZE": 500,
+}
+
+
+class Settings:
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        from django.conf import settings
+
+        value = getattr(settings, "DURABLEFLOW", {}) or {}
+        unknown = set(value) - set(DEFAULTS)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"Unknown DURABLEFLOW setting(s): {', '.join(sorted(unknown))}. "
+                f"Known: {', '.join(sorted(DEFAULTS))}."
+            )
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Invalid durableflow setting: {name!r}")
+        if name not in self._cache:
+            self._cache[name] = self._validate(name, self.user_settings.get(name, DEFAULTS[name]))
+        return self._cache[name]
+
+    def _validate(self, name: str, value: Any) -> Any:
+        if name == "DEFAULT_RETRY":
+            try:
+                return Retry.from_setting(value)
+            except (TypeError, ValueError) as exc:
+                raise ImproperlyConfigured(f"DURABLEFLOW['DEFAULT_RETRY']: {exc}") from None
+        if name in ("LEASE_SECONDS", "SWEEP_INTERVAL", "MAX_PAYLOAD_BYTES", "SWEEP_BATCH_SIZE"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ImproperlyConfigured(f"DURABLEFLOW[{name!r}] must be a positive number, not {value!r}")
+        return value
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+df_settings = Settings()
+
+
+@receiver(setting_changed)
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DURABLEFLOW":
+        df_settings.reload()

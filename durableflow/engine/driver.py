@@ -1,0 +1,111 @@
+"""One delivery: claim, replay the workflow, record the outcome."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from durableflow import exceptions, values
+from durableflow.engine.context import Context, EngineSettings, Suspend
+from durableflow.engine.journal import (
+    Claim,
+    Completed,
+    Failed,
+    Journal,
+    LeaseLost,
+    Outcome,
+    Requeued,
+    Stalled,
+    StepConflict,
+    Suspended,
+)
+from durableflow.registry import Registry
+
+__all__ = ["deliver", "SKIPPED", "LEASE_LOST"]
+
+logger = logging.getLogger("durableflow.delivery")
+
+SKIPPED = "skipped"
+LEASE_LOST = "lease-lost"
+
+# A stalled execution (code that does not match its journal) is tried again after
+# 2, 4, 8 ... seconds, at most every ten minutes, until a deploy fixes it or it is cancelled.
+_STALL_MAX_SECONDS = 600
+
+
+def deliver(journal: Journal, registry: Registry, settings: EngineSettings | None = None) -> str:
+    """Run one delivery of ``journal.execution_id``; return what happened, for logs and tests.
+
+    Safe to call any number of times at once for the same execution: only the delivery
+    that claims the lease runs workflow code, and every write it makes is fenced by it.
+    """
+    try:
+        claim = journal.claim()
+        if claim is None:
+            logger.info("delivery skipped: execution %s is not runnable or is leased", journal.execution_id)
+            return SKIPPED
+        outcome = _replay(claim, journal, registry, settings or EngineSettings())
+        journal.finish(outcome)
+    except LeaseLost:
+        logger.warning(
+            "lease lost: execution %s is held by another delivery; stale write rejected, stopping",
+            journal.execution_id,
+        )
+        return LEASE_LOST
+    finally:
+        journal.close()
+    return type(outcome).__name__.lower()
+
+
+def _replay(claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings) -> Outcome:
+    definition = registry.get(claim.workflow)
+    if definition is None:
+        return _stall(claim, journal, exceptions.NonDeterminismError(
+            "UNKNOWN_WORKFLOW",
+            f"Execution {claim.execution_id} runs workflow {claim.workflow!r}, which this worker "
+            "does not have. Deploy its code to the workers, or cancel the execution.",
+        ))
+    if definition.version != claim.version:
+        return _stall(claim, journal, exceptions.NonDeterminismError(
+            "NON_DETERMINISM",
+            f"Execution {claim.execution_id} started with version {claim.version!r} of workflow "
+            f"{claim.workflow!r}, but this worker has version {definition.version!r}. Run the old "
+            "version until it drains, or use ctx.patched() to change a running workflow safely.",
+        ))
+    ctx = Context(claim, journal, settings)
+    try:
+        result, error = definition.fn(ctx, claim.params), None
+    except BaseException as exc:  # noqa: BLE001 - sorted below; the latch decides first
+        result, error = None, exc
+    if ctx.interrupt is not None:
+        error = ctx.interrupt
+    if error is None:
+        try:
+            return Completed(values.roundtrip(result, code="INVALID_RESULT", max_bytes=settings.max_payload_bytes)[1])
+        except exceptions.WorkflowValueError as exc:
+            exc.message = f"the workflow returned a value that cannot be journaled: {exc.message}"
+            return Failed(values.encode_error(exc))
+    if isinstance(error, Suspend):
+        return Suspended(error.wake_at, error.waiting_for)
+    if isinstance(error, StepConflict):
+        logger.warning("execution %s: %s; replaying", claim.execution_id, error)
+        return Requeued("step-conflict")
+    if isinstance(error, exceptions.NonDeterminismError):
+        return _stall(claim, journal, error)
+    if isinstance(error, LeaseLost) or not isinstance(error, Exception):
+        raise error
+    logger.info("execution %s failed: %s", claim.execution_id, error)
+    return Failed(values.encode_error(error, step=getattr(error, "__durableflow_step__", None)))
+
+
+def _stall(claim: Claim, journal: Journal, error: exceptions.NonDeterminismError) -> Stalled:
+    previous = claim.waiting_for or {}
+    stalls = previous.get("stalls", 0) + 1 if previous.get("kind") == "stalled" else 1
+    delay = min(2**stalls, _STALL_MAX_SECONDS)
+    wake_at = journal.now() + timedelta(seconds=delay)
+    logger.error("%s (try %d; next in %d s)", error.message, stalls, delay)
+    return Stalled(
+        error=values.encode_error(error),
+        wake_at=wake_at,
+        waiting_for={"kind": "stalled", "reason": error.code, "stalls": stalls, "until": wake_at.isoformat()},
+    )

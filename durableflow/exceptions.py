@@ -1,0 +1,185 @@
+"""Errors raised by durableflow.
+
+Every class carries a stable ``code`` string (the API and the journal speak in codes)
+and a message that names the likely cause::
+
+    DurableflowError
+    ├── WorkflowStartError        UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
+    ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, DUPLICATE_STEP_KEY,
+    │                             STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID
+    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
+    ├── RetryableError            RETRYABLE
+    ├── StepTimeout               STEP_TIMEOUT
+    ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
+    ├── WaitTimeout (TimeoutError) WAIT_TIMEOUT
+    ├── ChildExecutionError       CHILD_FAILED
+    ├── WorkflowEffectError       EFFECT_REQUEST_MISMATCH, INVALID_EFFECT_REQUEST
+    ├── EffectDeliveryError       INVALID_LOOKUP, INVALID_EFFECT_RESULT
+    ├── ExecutionFailed           EXECUTION_FAILED
+    ├── ExecutionNotFound         NOT_FOUND
+    └── InvalidTransition         INVALID_TRANSITION
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DurableflowError",
+    "WorkflowStartError",
+    "WorkflowValueError",
+    "NonDeterminismError",
+    "RetryableError",
+    "StepTimeout",
+    "StepError",
+    "WaitTimeout",
+    "ChildExecutionError",
+    "WorkflowEffectError",
+    "EffectDeliveryError",
+    "ExecutionFailed",
+    "ExecutionNotFound",
+    "InvalidTransition",
+]
+
+
+class DurableflowError(Exception):
+    """A durableflow error."""
+
+    default_code = "DURABLEFLOW_ERROR"
+
+    def __init__(self, code: str | None = None, message: str | None = None, **detail: Any):
+        self.code = code or self.default_code
+        self.message = message or (self.__doc__ or "").strip() or self.code
+        self.detail = detail
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def __reduce__(self):
+        return (_rebuild, (type(self), self.code, self.message, self.detail))
+
+
+def _rebuild(cls, code, message, detail):
+    return cls(code, message, **detail)
+
+
+class WorkflowStartError(DurableflowError):
+    """The execution could not be started; nothing was written."""
+
+    default_code = "START_FAILED"
+
+
+class WorkflowValueError(DurableflowError):
+    """A value crossing the journal is not a valid durable value."""
+
+    default_code = "INVALID_STEP_VALUE"
+
+
+class NonDeterminismError(DurableflowError):
+    """Replay met a journal that the workflow code no longer produces."""
+
+    default_code = "NON_DETERMINISM"
+
+
+class RetryableError(DurableflowError):
+    """Raised by a step body to ask for another attempt after a durable wait."""
+
+    default_code = "RETRYABLE"
+
+    def __init__(
+        self,
+        message: str = "the step asked to be retried",
+        *,
+        max_attempts: int | None = None,
+        retry_interval: float | None = None,
+        code: str | None = None,
+    ):
+        if max_attempts is not None and max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if retry_interval is not None and retry_interval < 0:
+            raise ValueError("retry_interval must not be negative")
+        self.max_attempts = max_attempts
+        self.retry_interval = retry_interval
+        super().__init__(code, message)
+
+    def __reduce__(self):
+        return (
+            _rebuild_retryable,
+            (self.message, self.max_attempts, self.retry_interval, self.code),
+        )
+
+
+def _rebuild_retryable(message, max_attempts, retry_interval, code):
+    return RetryableError(
+        message, max_attempts=max_attempts, retry_interval=retry_interval, code=code
+    )
+
+
+class StepTimeout(DurableflowError):
+    """One attempt of a step ran longer than its ``timeout``."""
+
+    default_code = "STEP_TIMEOUT"
+
+
+class StepError(DurableflowError):
+    """A step failed with an error whose class could not be rebuilt on replay."""
+
+    default_code = "STEP_FAILED"
+
+
+class WaitTimeout(DurableflowError, TimeoutError):
+    """A durable wait reached its timeout."""
+
+    default_code = "WAIT_TIMEOUT"
+
+
+class ChildExecutionError(DurableflowError):
+    """A child execution did not complete."""
+
+    default_code = "CHILD_FAILED"
+
+
+class WorkflowEffectError(DurableflowError):
+    """An effect request is invalid or does not match the recorded one."""
+
+    default_code = "INVALID_EFFECT_REQUEST"
+
+
+class EffectDeliveryError(DurableflowError):
+    """An effect's lookup or perform answered something the protocol does not allow."""
+
+    default_code = "INVALID_EFFECT_RESULT"
+
+
+class ExecutionFailed(DurableflowError):
+    """The execution ended without completing."""
+
+    default_code = "EXECUTION_FAILED"
+
+    def __init__(self, code=None, message=None, *, status: str = "failed", error=None, **detail):
+        self.status = status
+        self.error = error
+        super().__init__(code, message, **detail)
+
+    def __reduce__(self):
+        return (
+            _rebuild_failed,
+            (self.code, self.message, self.status, self.error, self.detail),
+        )
+
+
+def _rebuild_failed(code, message, status, error, detail):
+    return ExecutionFailed(code, message, status=status, error=error, **detail)
+
+
+class ExecutionNotFound(DurableflowError):
+    """No execution has that id."""
+
+    default_code = "NOT_FOUND"
+
+
+class InvalidTransition(DurableflowError):
+    """The execution's status does not allow that action."""
+
+    default_code = "INVALID_TRANSITION"

@@ -1,0 +1,145 @@
+"""Executions and their journals.
+
+The database is the source of truth: a Celery message only says "look at execution X".
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+from durableflow.engine.journal import RUNNABLE, TERMINAL, ExecutionStatus, StepStatus
+
+__all__ = ["Execution", "StepRecord"]
+
+S = ExecutionStatus
+
+
+class ExecutionQuerySet(models.QuerySet):
+    def finished(self):
+        return self.filter(status__in=TERMINAL)
+
+    def unfinished(self):
+        return self.filter(status__in=RUNNABLE)
+
+    def claimable(self, now=None):
+        """Runnable now and not held by a live lease (``now``: the database clock)."""
+        now = now if now is not None else Now()
+        return self.filter(
+            Q(status__in=[S.PENDING, S.RUNNING]) | Q(status=S.WAITING, wake_at__lte=now),
+            Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now),
+        )
+
+    def due(self):
+        """Waiting executions whose timer, retry or timeout is due (database clock)."""
+        return self.filter(status=S.WAITING, wake_at__lte=Now())
+
+    def stale(self, redeliver_after: float):
+        """Runnable but nobody is on it: its lease expired, or its wake-up message is overdue."""
+        return self.filter(
+            Q(lease_token__isnull=True) | Q(lease_expires_at__lt=Now()),
+            status__in=[S.PENDING, S.RUNNING],
+            enqueued_at__lt=Now() - timedelta(seconds=redeliver_after),
+        )
+
+
+class Execution(models.Model):
+    """One run of a workflow: its params, status and outcome, and the lease of its delivery."""
+
+    id = models.CharField(primary_key=True, max_length=200)
+    workflow = models.CharField(max_length=200)
+    version = models.CharField(max_length=64, default="1")
+    status = models.CharField(
+        max_length=24, choices=[(s, s.replace("_", " ")) for s in S.choices], default=S.PENDING
+    )
+    params = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    queue = models.CharField(max_length=200)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    root_id = models.CharField(max_length=200, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # What a waiting execution waits for ({"kind": "timer", "step": ..., "until": ...}),
+    # and when it is due (a timer, a retry, a wait's timeout). Both read by the sweep.
+    waiting_for = models.JSONField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    # The lease of the delivery running it. Every journal write is fenced by the token.
+    lease_token = models.CharField(max_length=32, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    enqueued_at = models.DateTimeField(db_default=Now())
+    deliveries = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(db_default=Now())
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ExecutionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["-created_at", "-id"], name="durableflow_exec_latest"),
+            models.Index(fields=["status", "-created_at"], name="durableflow_exec_status"),
+            models.Index(fields=["workflow", "-created_at"], name="durableflow_exec_workflow"),
+            models.Index(fields=["workflow", "status", "-created_at"], name="durableflow_exec_wf_status"),
+            # The sweep's two questions, over unfinished rows only: the index stays as small
+            # as the set of live executions however long the history grows.
+            models.Index(fields=["wake_at"], condition=Q(status=S.WAITING), name="durableflow_exec_due"),
+            models.Index(
+                fields=["enqueued_at"],
+                condition=Q(status__in=[S.PENDING, S.RUNNING]),
+                name="durableflow_exec_active",
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="durableflow_idempotent_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} {self.id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in TERMINAL
+
+
+class StepRecord(models.Model):
+    """One journal entry: the outcome (or the progress) of one step key of one execution."""
+
+    id = models.BigAutoField(primary_key=True)
+    execution = models.ForeignKey(Execution, on_delete=models.CASCADE, related_name="steps", db_index=False)
+    key = models.CharField(max_length=255)
+    kind = models.CharField(max_length=32)
+    status = models.CharField(max_length=16, choices=[(s, s) for s in StepStatus.choices])
+    attempts = models.PositiveIntegerField(default=0)
+    value = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            # A step is recorded once: a second writer gets a conflict, never a second row.
+            models.UniqueConstraint(fields=["execution", "key"], name="durableflow_step_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.kind}, {self.status})"
+
+    @property
+    def duration(self) -> timedelta | None:
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None

@@ -1,0 +1,131 @@
+"""The workflow registry: ``@durableflow.workflow`` and lookups by name."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from durableflow import exceptions
+from durableflow.options import Concurrency
+
+__all__ = ["WorkflowDefinition", "Registry", "registry", "workflow"]
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition:
+    name: str
+    fn: Callable[..., Any]
+    version: str = "1"
+    on_event: str | None = None
+    concurrency: Concurrency | None = None
+    description: str = field(default="", compare=False)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.fn.__module__}.{self.fn.__qualname__}"
+
+
+class Registry:
+    """Workflows known to this process, by name.
+
+    Registration happens at import time (``workflows`` modules are discovered by the app
+    config), so a lock is enough: the registry is read far more often than written.
+    """
+
+    def __init__(self) -> None:
+        self._definitions: dict[str, WorkflowDefinition] = {}
+        self._lock = threading.Lock()
+
+    def register(self, definition: WorkflowDefinition) -> None:
+        with self._lock:
+            existing = self._definitions.get(definition.name)
+            # Re-importing the same module (autoreload, tests) registers the same origin again.
+            if existing is not None and existing.origin != definition.origin:
+                raise ValueError(
+                    f"Workflow {definition.name!r} is already registered by {existing.origin}; "
+                    f"{definition.origin} cannot use the same name."
+                )
+            self._definitions[definition.name] = definition
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._definitions.pop(name, None)
+
+    def get(self, name: str) -> WorkflowDefinition | None:
+        return self._definitions.get(name)
+
+    def resolve(self, workflow: str | Callable[..., Any] | WorkflowDefinition) -> WorkflowDefinition:
+        """The definition for a name, a decorated function or a definition."""
+        if isinstance(workflow, WorkflowDefinition):
+            return workflow
+        name = getattr(workflow, "__durableflow__", None)
+        name = name.name if isinstance(name, WorkflowDefinition) else workflow
+        definition = self._definitions.get(name) if isinstance(name, str) else None
+        if definition is None:
+            raise exceptions.WorkflowStartError(
+                "UNKNOWN_WORKFLOW",
+                f"No workflow is registered as {name!r}. Is its module named 'workflows' "
+                f"in an installed app, or imported before the start?",
+            )
+        return definition
+
+    def all(self) -> list[WorkflowDefinition]:
+        return sorted(self._definitions.values(), key=lambda d: d.name)
+
+    @contextlib.contextmanager
+    def override(self, definition: WorkflowDefinition) -> Iterator[WorkflowDefinition]:
+        """Register ``definition`` in place of any other of that name for a block (tests)."""
+        with self._lock:
+            previous = self._definitions.get(definition.name)
+            self._definitions[definition.name] = definition
+        try:
+            yield definition
+        finally:
+            with self._lock:
+                if previous is None:
+                    self._definitions.pop(definition.name, None)
+                else:
+                    self._definitions[definition.name] = previous
+
+
+registry = Registry()
+
+
+def workflow(
+    name: str | Callable[..., Any] | None = None,
+    *,
+    version: str = "1",
+    on_event: str | None = None,
+    concurrency: Concurrency | None = None,
+):
+    """Register ``fn(ctx, params)`` as a durable workflow.
+
+    ``@durableflow.workflow("order-fulfilment", version="2")``, or bare
+    ``@durableflow.workflow`` to use the function's name.
+    """
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn):
+            raise TypeError(f"Workflow {fn.__qualname__} must be a plain function fn(ctx, params).")
+        definition = WorkflowDefinition(
+            name=workflow_name or fn.__name__,
+            fn=fn,
+            version=str(version),
+            on_event=on_event,
+            concurrency=concurrency,
+            description=inspect.getdoc(fn) or "",
+        )
+        registry.register(definition)
+        fn.__durableflow__ = definition
+        return fn
+
+    if callable(name):
+        workflow_name = None
+        return decorator(name)
+    if name is not None and (not isinstance(name, str) or not name or len(name) > 200):
+        raise ValueError("a workflow name is a non-empty string of at most 200 characters")
+    workflow_name = name
+    return decorator

@@ -1,0 +1,72 @@
+"""Fixtures: the live database, real worker processes, and unique names.
+
+Integration tests share one database with worker processes, so they commit for real
+(``live_db``) and tell their rows apart by unique ids instead of truncating tables.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.cluster import ROOT, Cluster, wait_for
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment, django_db_blocker):
+    """Create the test database for every session: live tests use it without a django_db mark."""
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(config, verbosity=0)
+
+
+@pytest.fixture
+def live_db(django_db_setup, django_db_blocker):
+    """Autocommit access to the test database that worker processes also use."""
+    with django_db_blocker.unblock():
+        yield
+
+
+def broker_url() -> str:
+    from django.conf import settings
+
+    return settings.CELERY_BROKER_URL
+
+
+@pytest.fixture(scope="session")
+def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One worker (two pool processes) on the default queue and one beat, for the session."""
+    from django.db import connection
+
+    import durableflow
+    from durableflow.models import Execution
+
+    if broker_url().startswith("redis://"):
+        import redis
+
+        redis.Redis.from_url(broker_url()).flushdb()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DURABLEFLOW_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+        "PYTHONPATH": str(ROOT),
+    }
+    cluster = Cluster(env, tmp_path_factory.mktemp("cluster-logs"))
+    try:
+        cluster.main = cluster.worker("durableflow", concurrency=2)
+        cluster.beat_process = cluster.beat()
+        with django_db_blocker.unblock():
+            execution = durableflow.start("t.ping")
+            wait_for(
+                lambda: Execution.objects.get(pk=execution.id).status == "completed",
+                timeout=60,
+                what="the first execution to complete on the cluster",
+            )
+        yield cluster
+    finally:
+        cluster.stop_all()

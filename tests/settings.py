@@ -1,0 +1,30 @@
+"""Test settings: the demo project plus a test app, a short lease and live-database names.
+
+Worker processes started by the tests use these settings too, with
+``DURABLEFLOW_TEST_DB_NAME`` naming the test database pytest-django created.
+"""
+
+import os
+
+from project.settings import *  # noqa: F403
+from project.settings import DATABASES, INSTALLED_APPS, LOGGING, VAR_DIR
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not memory: worker processes must see the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+
+if os.environ.get("DURABLEFLOW_TEST_DB_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["DURABLEFLOW_TEST_DB_NAME"]
+
+DURABLEFLOW = {
+    # Short, so that crash tests recover in seconds; the heartbeat renews it every 1.3 s.
+    "LEASE_SECONDS": 4,
+    "SWEEP_INTERVAL": 1.0,
+    "DEFAULT_QUEUE": "durableflow",
+}
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LOGGING = {**LOGGING, "loggers": {"durableflow": {"handlers": ["console"], "level": "INFO", "propagate": True}}}

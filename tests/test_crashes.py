@@ -1,0 +1,162 @@
+"""Crash safety on real worker processes: SIGKILL, SIGSTOP, duplicate and lost messages.
+
+Each test counts the invariant it claims: step records per key, step bodies run (markers
+written by the bodies themselves), stale writes accepted and rejected.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import durableflow
+from durableflow import operations, tasks
+from durableflow.models import Execution, StepRecord
+from tests.cluster import ROOT
+from tests.helpers import steps_of, uid, wait_for, wait_status
+from tests.testapp.models import Marker
+
+pytestmark = pytest.mark.integration
+
+
+def _record_counts(execution_id: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for key in StepRecord.objects.filter(execution_id=execution_id).values_list("key", flat=True):
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_sigkill_mid_step_resumes_and_the_next_step_runs_once(cluster, live_db):
+    queue, tag = uid("q"), uid("kill")
+    first = cluster.worker(queue)
+    execution = durableflow.start("t.crash", {"tag": tag, "hold": 60}, queue=queue)
+    wait_for(lambda: Marker.count(f"{tag}:slow") == 1, what="the slow step to start")
+
+    first.kill(signal.SIGKILL)
+    cluster.worker(queue)
+    done = wait_status(execution.id, timeout=90)
+
+    assert _record_counts(execution.id) == {"before": 1, "slow": 1, "after": 1}
+    assert Marker.count(f"{tag}:before") == 1
+    assert Marker.count(f"{tag}:slow") == 2  # the killed attempt, then the one that finished
+    assert Marker.count(f"{tag}:after") == 1
+    assert done.deliveries >= 2
+
+
+def test_sigkill_after_the_step_commit_does_not_run_the_step_again(cluster, live_db):
+    queue, tag = uid("q"), uid("commit")
+    worker = cluster.worker(queue)
+    execution = durableflow.start("t.kill-after-commit", {"tag": tag}, queue=queue)
+
+    # The pool process kills itself right after "first" is committed; the worker's master
+    # replaces it, and the execution resumes once its lease has expired.
+    done = wait_status(execution.id, timeout=90)
+
+    assert Marker.count(f"{tag}:killed") == 1
+    assert Marker.count(f"{tag}:first") == 1
+    assert Marker.count(f"{tag}:second") == 1
+    assert _record_counts(execution.id) == {"first": 1, "second": 1}
+    assert done.result["first"] != done.result["second"]  # a new pool process finished it
+    worker.stop()
+
+
+def test_twenty_duplicate_deliveries_complete_once(cluster, live_db):
+    queue, tag = uid("q"), uid("dup")
+    worker = cluster.worker(queue, concurrency=4)
+    execution = durableflow.start("t.crash", {"tag": tag, "hold": 3}, queue=queue)
+    wait_for(lambda: Marker.count(f"{tag}:slow") == 1, what="the slow step to start")
+
+    for _ in range(20):
+        tasks.deliver.apply_async((execution.id,), queue=queue)
+
+    done = wait_status(execution.id, timeout=60)
+    skipped = f"delivery skipped: execution {execution.id}"
+    wait_for(lambda: worker.count_in_log(skipped) >= 20, what="all 20 duplicates to be handled")
+
+    assert done.deliveries == 1
+    assert _record_counts(execution.id) == {"before": 1, "slow": 1, "after": 1}
+    assert [Marker.count(f"{tag}:{step}") for step in ("before", "slow", "after")] == [1, 1, 1]
+    worker.stop()
+
+
+def test_zombie_worker_writes_are_rejected_after_its_lease_is_taken(cluster, live_db):
+    queue, tag = uid("q"), uid("zombie")
+    first = cluster.worker(queue)
+    execution = durableflow.start("t.crash", {"tag": tag, "hold": 12}, queue=queue)
+    wait_for(lambda: Marker.count(f"{tag}:slow") == 1, what="the slow step to start")
+    zombie_pid = Marker.objects.get(name=f"{tag}:slow").pid
+
+    os.kill(zombie_pid, signal.SIGSTOP)  # frozen mid-step: no heartbeat, the lease lapses
+    try:
+        second = cluster.worker(queue)
+        done = wait_status(execution.id, timeout=90)
+    finally:
+        os.kill(zombie_pid, signal.SIGCONT)
+    rejected_line = f"stale write rejected: step 'slow' of execution {execution.id}"
+    wait_for(lambda: first.count_in_log(rejected_line), timeout=60, what="the zombie's write to be rejected")
+
+    records = {record.key: record.value for record in steps_of(execution.id)}
+    accepted_stale = [key for key in ("slow", "after") if records[key] == zombie_pid]
+    rejected = first.count_in_log(f"execution {execution.id} (lease")
+    assert accepted_stale == []
+    assert rejected > 0
+    assert records["slow"] == done.result["slow"] != zombie_pid
+    assert Execution.objects.get(pk=execution.id).status == "completed"
+    assert _record_counts(execution.id) == {"before": 1, "slow": 1, "after": 1}
+    assert Marker.count(f"{tag}:after") == 1
+    second.stop()
+
+
+def test_a_message_that_never_reached_the_broker_is_resent_by_the_sweep(cluster, live_db, monkeypatch):
+    monkeypatch.setattr(operations, "publish", lambda *args: False)
+    execution = durableflow.start("t.steps")
+    monkeypatch.undo()
+
+    done = wait_status(execution.id, timeout=60)
+
+    assert done.deliveries == 1
+    assert _record_counts(execution.id) == {"a": 1, "b": 1, "c": 1}
+
+
+def test_a_broker_that_lost_its_queue_is_healed_by_the_sweep(cluster, live_db):
+    queue = uid("q")
+    execution = durableflow.start("t.steps", queue=queue)
+    from project.celery import app
+
+    with app.connection_for_write() as connection:
+        purged = connection.default_channel.queue_purge(queue)
+    assert purged == 1  # the only wake-up message is gone, as after a broker restart
+
+    cluster.worker(queue)
+    done = wait_status(execution.id, timeout=60)
+    assert done.deliveries == 1
+
+
+def test_start_returns_while_the_broker_is_down_and_the_sweep_delivers_later(cluster, live_db):
+    from django.conf import settings
+
+    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+        pytest.skip("needs a network broker that can be down")
+    execution_id = uid("offline")
+    script = (
+        "import django; django.setup(); import durableflow; "
+        f"durableflow.start('t.steps', execution_id={execution_id!r})"
+    )
+    from django.db import connection
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DURABLEFLOW_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+        "CELERY_BROKER_URL": "redis://127.0.0.1:1/0",  # nothing listens there
+    }
+    finished = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60)
+
+    assert finished.returncode == 0, finished.stderr.decode()
+    assert b"could not publish a delivery" in finished.stderr
+    done = wait_status(execution_id, timeout=60)
+    assert done.deliveries == 1
