@@ -1,0 +1,42 @@
+"""durableflow.testing runs a project's workflows with no database, broker or worker."""
+
+from __future__ import annotations
+
+import pytest
+
+import durableflow
+from durableflow.testing import WorkflowTester
+
+
+def test_demo_workflows_run_to_the_end_in_memory():
+    tester = WorkflowTester()
+
+    order = tester.start("demo.order-total", {"order_id": 7})
+    assert tester.run_until_finished(order.id)["total_cents"] == 1500
+
+    reminder = tester.start("demo.reminder", {"seconds": 3600, "message": "hi"})
+    result = tester.run_until_finished(reminder.id)
+    assert result["message"] == "hi"
+    assert [r.key for r in tester.records(reminder.id)] == ["pick-number", "wait", "$now:1"]
+
+    flaky = tester.start("demo.flaky-import", {"failures": 2})
+    assert tester.run_until_finished(flaky.id) == {"deliveries": 3, "status": "imported"}
+    assert tester.records(flaky.id)[0].attempts == 3
+
+
+def _broken():
+    raise LookupError("attempt 1 failed")
+
+
+@durableflow.workflow("testing.broken")
+def broken(ctx, params):
+    return ctx.step.run("broken", _broken)
+
+
+def test_a_failed_run_raises_execution_failed():
+    tester = WorkflowTester()
+    execution = tester.start("testing.broken")
+    with pytest.raises(durableflow.ExecutionFailed) as caught:
+        tester.run_until_finished(execution.id)
+    assert caught.value.status == "failed"
+    assert caught.value.error["message"] == "attempt 1 failed"
