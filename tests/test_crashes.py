@@ -160,3 +160,19 @@ def test_start_returns_while_the_broker_is_down_and_the_sweep_delivers_later(clu
     assert b"could not publish a delivery" in finished.stderr
     done = wait_status(execution_id, timeout=60)
     assert done.deliveries == 1
+
+
+def test_a_step_longer_than_the_lease_keeps_it_by_heartbeat(cluster, live_db):
+    from django.conf import settings
+
+    queue, tag = uid("q"), uid("long")
+    worker = cluster.worker(queue, concurrency=2)  # a second pool process is free to take over
+    hold = settings.DURABLEFLOW["LEASE_SECONDS"] * 2.5
+    execution = durableflow.start("t.crash", {"tag": tag, "hold": hold}, queue=queue)
+
+    done = wait_status(execution.id, timeout=90)
+
+    assert Marker.count(f"{tag}:slow") == 1  # never taken over, never run twice
+    assert done.deliveries == 1
+    assert "lease lost" not in worker.log()
+    worker.stop()

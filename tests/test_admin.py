@@ -1,0 +1,48 @@
+"""The admin pages render and their actions call the verbs (browser tests come with the admin work)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+import durableflow
+from durableflow import operations
+from durableflow.models import Execution
+from tests.harness import OrmHarness
+
+
+@pytest.fixture
+def staff_client(client, django_user_model):
+    user = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(user)
+    return client
+
+
+def test_execution_list_and_detail_show_the_journal(db, staff_client):
+    harness = OrmHarness()
+    execution_id = harness.start("t.steps")
+    harness.deliver(execution_id)
+
+    listing = staff_client.get(reverse("admin:durableflow_execution_changelist") + "?status__exact=completed")
+    detail = staff_client.get(reverse("admin:durableflow_execution_change", args=[execution_id]))
+
+    assert listing.status_code == 200 and execution_id in listing.content.decode()
+    body = detail.content.decode()
+    assert detail.status_code == 200
+    keys = re.findall(r'<td class="field-key">\s*<p>([^<]*)</p>', body)
+    assert keys == ["a", "b", "c"]
+
+
+def test_cancel_action(db, staff_client, monkeypatch):
+    monkeypatch.setattr(operations, "publish", lambda *args: True)
+    execution = durableflow.start("t.steps")
+    response = staff_client.post(
+        reverse("admin:durableflow_execution_changelist"),
+        {"action": "cancel_executions", "_selected_action": [execution.id]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert "1 execution cancelled." in response.content.decode()
+    assert Execution.objects.get(pk=execution.id).status == "cancelled"
