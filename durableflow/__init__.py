@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from durableflow.exceptions import (
+from durableflow import exceptions
+from durableflow.exceptions import (  # noqa: F401 - re-exported
     ChildExecutionError,
     DurableflowError,
     EffectDeliveryError,
@@ -46,20 +47,7 @@ __all__ = [
     "retry",
     "result",
     # errors
-    "DurableflowError",
-    "WorkflowStartError",
-    "WorkflowValueError",
-    "NonDeterminismError",
-    "RetryableError",
-    "StepTimeout",
-    "StepError",
-    "WaitTimeout",
-    "ChildExecutionError",
-    "WorkflowEffectError",
-    "EffectDeliveryError",
-    "ExecutionFailed",
-    "ExecutionNotFound",
-    "InvalidTransition",
+    *exceptions.__all__,
 ]
 
 # The verbs touch the ORM, which must not be imported while Django loads its apps (this

@@ -84,7 +84,7 @@ def encode_error(exc: BaseException, *, step: str | None = None) -> dict[str, An
     data: dict[str, Any] = {
         "type": f"{cls.__module__}.{cls.__qualname__}",
         "code": getattr(exc, "code", None) or "STEP_FAILED",
-        "message": getattr(exc, "message", None) or str(exc) or cls.__name__,
+        "message": _printable(getattr(exc, "message", None) or str(exc) or cls.__name__),
     }
     detail = getattr(exc, "detail", None)
     if isinstance(detail, dict) and detail and invalid_reason(detail) is None:
@@ -93,8 +93,13 @@ def encode_error(exc: BaseException, *, step: str | None = None) -> dict[str, An
         data["step"] = step
     if exc.__traceback__ is not None:
         tb = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
-        data["traceback"] = tb[-_TRACEBACK_LIMIT:]
+        data["traceback"] = _printable(tb[-_TRACEBACK_LIMIT:])
     return data
+
+
+def _printable(text: str) -> str:
+    # PostgreSQL's jsonb cannot hold NUL; an error message must never make its record unwritable.
+    return text.replace("\x00", "\\x00")
 
 
 def decode_error(data: dict[str, Any]) -> Exception:

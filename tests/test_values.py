@@ -71,3 +71,9 @@ def test_an_error_class_that_is_not_loaded_becomes_a_step_error():
     rebuilt = values.decode_error({"type": "somewhere.unloaded.Boom", "code": "STEP_FAILED", "message": "boom"})
     assert isinstance(rebuilt, exceptions.StepError)
     assert rebuilt.detail == {"type": "somewhere.unloaded.Boom"}
+
+
+def test_a_recorded_error_never_holds_a_nul():
+    recorded = values.encode_error(ValueError("bad\x00byte"))
+    assert recorded["message"] == "bad\\x00byte"
+    assert values.invalid_reason(recorded) is None

@@ -218,24 +218,31 @@ class StepAPI:
         if record is not None:
             if record.status == StepStatus.COMPLETED:
                 return _apply_schema(key, schema, record.value, record.meta.get("schema"))
-            if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
-            self._wait_until_due(key, record)
+            self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
+        started, result, error = self._attempt(key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout))
+        if error is not None:
+            return self._failed_attempt(key, record, attempt, error, retry, started)
+        return self._succeeded(key, record, attempt, result, schema, started)
+
+    def _resume(self, key: str, record: StepRecordData) -> None:
+        """A recorded, unfinished step: raise its recorded failure, or wait until its next attempt."""
+        if record.status == StepStatus.FAILED:
+            self._ctx._raise_recorded(record)
+        self._wait_until_due(key, record)
+
+    def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
+        """One live attempt of a step body: ``(started, result, error)``."""
+        ctx = self._ctx
         ctx._go_live()
         started = ctx._journal.now()
         ctx._in_step = key
         try:
-            result = call_with_timeout(fn, fn_args, kwargs, timeout)
+            return started, call(), None
         except Exception as exc:
-            error: Exception | None = exc
-        else:
-            error = None
+            return started, None, exc
         finally:
             ctx._in_step = None
-        if error is not None:
-            return self._failed_attempt(key, record, attempt, error, retry, started)
-        return self._succeeded(key, record, attempt, result, schema, started)
 
     def _succeeded(self, key, record, attempt, result, schema, started):
         ctx = self._ctx
@@ -359,21 +366,11 @@ class StepAPI:
         if record is not None:
             if record.status == StepStatus.COMPLETED:
                 return record.value
-            if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
-            self._wait_until_due(key, record)
+            self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
-        ctx._go_live()
-        started = ctx._journal.now()
-        ctx._in_step = key
-        try:
-            result, error = fn(), None
-        except exceptions.RetryableError:
-            result, error = None, None
-        except Exception as exc:
-            result, error = None, exc
-        finally:
-            ctx._in_step = None
+        started, result, error = self._attempt(key, fn)
+        if isinstance(error, exceptions.RetryableError):
+            error = None  # "not yet", like a falsy answer
         if error is not None:
             return self._record_failure("poll", key, record, attempt, error, started)
         if result:
