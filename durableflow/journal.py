@@ -1,27 +1,22 @@
 """The ORM journal: leases, fenced step writes and outcomes in the project's database.
 
-Cost of a delivery: one UPDATE to claim the lease, one SELECT of the execution, one SELECT
-of its journal; then one single-statement write per live step (no reads), and one UPDATE
-for the outcome. Every write carries the lease token, so a delivery that lost its lease
+Cost of a delivery: one UPDATE ... RETURNING to claim the lease and read the execution,
+one SELECT of its journal; then one single-statement write per live step (no reads), and
+one UPDATE for the outcome. Every write carries the lease token, so a delivery that lost its lease
 (a paused "zombie" worker) cannot change anything.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
-
-from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef
-from django.db.models.functions import Coalesce, Now
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import Exists, OuterRef
 
 from durableflow.engine.journal import (
     Claim,
-    ExecutionStatus,
     LeaseLost,
     Outcome,
     StepConflict,
@@ -29,15 +24,15 @@ from durableflow.engine.journal import (
     outcome_fields,
     same_outcome,
 )
-from durableflow.leases import LeaseKeeper, keeper, lease_until
+from durableflow.leases import LeaseKeeper, keeper
 from durableflow.models import Execution, StepRecord
+from durableflow.sql import RECORD_FIELDS, decode_claim, decode_record, statements
+from durableflow.sql import cursor as sql_cursor
 
 __all__ = ["OrmJournal"]
 
 logger = logging.getLogger("durableflow.journal")
 
-_RECORD_FIELDS = ("key", "kind", "status", "attempts", "value", "error", "meta", "started_at", "finished_at")
-_JSON_FIELDS = ("value", "error", "meta")
 
 
 class OrmJournal:
@@ -67,52 +62,38 @@ class OrmJournal:
         self._lease = None
         self._queue = ""
         self._claimed_at: tuple[datetime, float] | None = None
+        self._cursor = None
 
     # Journal protocol -----------------------------------------------------------------
 
     def claim(self) -> Claim | None:
-        now = Now() + self.offset if self.offset else Now()
-        claimed = (
-            Execution.objects.filter(pk=self.execution_id)
-            .claimable(now)
-            .update(
-                status=ExecutionStatus.RUNNING,
-                lease_token=self.token,
-                lease_expires_at=lease_until(self.lease_seconds, self.offset),
-                deliveries=F("deliveries") + 1,
-                started_at=Coalesce("started_at", now),
-            )
-        )
-        if not claimed:
+        # One database wrapper and one cursor for the whole delivery (one thread): the
+        # step writes reuse them instead of going through the connection proxy each time.
+        self._db = connections[DEFAULT_DB_ALIAS]
+        self._sql = sql = statements(self._db)
+        self._cursor = cursor = sql_cursor(self._db)
+        offset = self.offset.total_seconds()
+        cursor.execute(sql.claim_sql, sql.claim_params(self.execution_id, self.token, self.lease_seconds, offset))
+        row = cursor.fetchone()
+        if row is None:
             return None
         self._lease = self._keeper.hold(self.execution_id, self.token, self.lease_seconds, self.offset)
-        row = Execution.objects.values(
-            "workflow", "version", "params", "parent_id", "root_id", "deliveries",
-            "lease_token", "lease_expires_at", "waiting_for", "queue",
-        ).get(pk=self.execution_id)
-        if row["lease_token"] != self.token:  # taken over between the claim and the read
-            raise LeaseLost(self.execution_id)
-        # The database clock, read without another query: the claim set expiry = now + lease.
-        db_now = row["lease_expires_at"] - timedelta(seconds=self.lease_seconds)
+        execution, db_now = decode_claim(row)
+        cursor.execute(sql.journal_sql, {"id": self.execution_id})
+        records = {record.key: record for record in map(decode_record, cursor.fetchall())}
         self._claimed_at = (db_now, time.monotonic())
-        self._queue = row["queue"]
-        records = {
-            values["key"]: StepRecordData(**values)
-            for values in StepRecord.objects.filter(execution_id=self.execution_id)
-            .order_by("id")
-            .values(*_RECORD_FIELDS)
-        }
+        self._queue = execution["queue"]
         return Claim(
             execution_id=self.execution_id,
-            workflow=row["workflow"],
-            version=row["version"],
-            params=row["params"],
+            workflow=execution["workflow"],
+            version=execution["version"],
+            params=execution["params"],
             records=records,
             now=db_now,
-            delivery=row["deliveries"],
-            parent_id=row["parent_id"],
-            root_id=row["root_id"],
-            waiting_for=row["waiting_for"],
+            delivery=execution["deliveries"],
+            parent_id=execution["parent_id"],
+            root_id=execution["root_id"],
+            waiting_for=execution["waiting_for"],
         )
 
     def now(self) -> datetime:
@@ -131,15 +112,16 @@ class OrmJournal:
         updated = (
             StepRecord.objects.filter(execution_id=self.execution_id, key=record.key)
             .filter(Exists(Execution.objects.filter(pk=OuterRef("execution_id"), lease_token=self.token)))
-            .update(**{name: getattr(record, name) for name in _RECORD_FIELDS if name != "key"})
+            .update(**{name: getattr(record, name) for name in RECORD_FIELDS if name != "key"})
         )
         if not updated:
             self._rejected(f"update of step {record.key!r}")
 
     def finish(self, outcome: Outcome) -> None:
         fields, enqueue = outcome_fields(outcome, self.now())
-        updated = Execution.objects.filter(pk=self.execution_id, lease_token=self.token).update(**fields)
-        if not updated:
+        sql, params = self._sql.outcome(fields, self.execution_id, self.token, self._db.ops.adapt_datetimefield_value)
+        self._cursor.execute(sql, params)
+        if self._cursor.rowcount != 1:
             self._rejected(f"outcome {type(outcome).__name__}")
         if enqueue and self.on_enqueue is not None:
             transaction.on_commit(lambda: self.on_enqueue(self.execution_id, self._queue))
@@ -147,22 +129,23 @@ class OrmJournal:
     def close(self) -> None:
         if self._lease is not None:
             self._keeper.release(self._lease)
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
 
     # Fenced writes --------------------------------------------------------------------
 
     def _insert(self, record: StepRecordData) -> bool:
-        """INSERT ... SELECT ... WHERE <lease held>: one statement, so one write transaction."""
-        sql, params = _fenced_insert_sql(record, self.execution_id, self.token)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.rowcount == 1
+        params = self._sql.insert_params(record, self.execution_id, self.token, self._db.ops.adapt_datetimefield_value)
+        self._cursor.execute(self._sql.insert_sql, params)
+        return self._cursor.rowcount == 1
 
     def _explain_rejected_insert(self, record: StepRecordData) -> None:
         """Nothing was inserted: either the lease is gone or the key is already recorded."""
         if not Execution.objects.filter(pk=self.execution_id, lease_token=self.token).exists():
             self._rejected(f"step {record.key!r}")
         existing = (
-            StepRecord.objects.filter(execution_id=self.execution_id, key=record.key).values(*_RECORD_FIELDS).first()
+            StepRecord.objects.filter(execution_id=self.execution_id, key=record.key).values(*RECORD_FIELDS).first()
         )
         if existing is None:  # pragma: no cover - the row was deleted under us (prune)
             raise StepConflict(f"step {record.key!r} could not be recorded")
@@ -177,31 +160,3 @@ class OrmJournal:
             self._lease.lost = True
         raise LeaseLost(self.execution_id)
 
-
-def _fenced_insert_sql(record: StepRecordData, execution_id: str, token: str) -> tuple[str, list[Any]]:
-    ops, qn = connection.ops, connection.ops.quote_name
-    step_table, execution_table = qn(StepRecord._meta.db_table), qn(Execution._meta.db_table)
-    columns = ["execution_id", *_RECORD_FIELDS]
-    json_cast = "::jsonb" if connection.vendor == "postgresql" else ""
-    placeholders = ["%s" + (json_cast if name in _JSON_FIELDS else "") for name in columns]
-    params: list[Any] = [execution_id]
-    for name in _RECORD_FIELDS:
-        value = getattr(record, name)
-        if name == "meta":
-            value = _json(value or {})
-        elif name in _JSON_FIELDS:
-            value = None if value is None else _json(value)
-        elif isinstance(value, datetime):
-            value = ops.adapt_datetimefield_value(value)
-        params.append(value)
-    sql = (
-        f"INSERT INTO {step_table} ({', '.join(qn(c) for c in columns)}) "
-        f"SELECT {', '.join(placeholders)} "
-        f"WHERE EXISTS (SELECT 1 FROM {execution_table} WHERE {qn('id')} = %s AND {qn('lease_token')} = %s) "
-        f"ON CONFLICT ({qn('execution_id')}, {qn('key')}) DO NOTHING"
-    )
-    return sql, [*params, execution_id, token]
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -5,11 +5,12 @@ Celery tasks, admin actions, API views and management commands all call these.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any, Callable
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models.functions import Now
 
 from durableflow import exceptions
@@ -66,9 +67,11 @@ def start_execution(workflow, params=None, *, execution_id=None, idempotency_key
         max_payload_bytes=df_settings.MAX_PAYLOAD_BYTES,
     )
     queue = queue or df_settings.DEFAULT_QUEUE
+    # The unique constraints, not a pre-check, decide what is a repeat. Inside the caller's
+    # transaction a savepoint keeps a repeat from breaking it; outside, the INSERT is its own.
+    guard = transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
     try:
-        # A savepoint: the unique constraints, not a pre-check, decide what is a repeat.
-        with transaction.atomic():
+        with guard:
             execution = Execution.objects.create(
                 id=request.execution_id,
                 workflow=request.definition.name,
@@ -190,6 +193,11 @@ def result(execution_id: str, timeout: float | None = None, *, poll_interval: fl
 
 def deliver(execution_id: str) -> str:
     """One delivery of ``execution_id`` (what the Celery task runs)."""
+    # Drop a connection that broke (a database restart) or outlived CONN_MAX_AGE, as Django
+    # does around a request: workers keep theirs between tasks. Not inside a transaction
+    # (a caller's, or a test's), which that would end.
+    if not connection.in_atomic_block:
+        close_old_connections()
     journal = OrmJournal(execution_id, lease_seconds=df_settings.LEASE_SECONDS, on_enqueue=publish)
     return driver.deliver(journal, registry, engine_settings())
 

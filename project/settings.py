@@ -93,9 +93,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = Path(os.environ.get("CELERY_FILESYSTEM_DIR", VAR_DIR / "broker"))
     for _folder in ("queue", "processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
+    # kombu's filesystem transport with atomic writes and claims (see durableflow.transport).
+    CELERY_BROKER_TRANSPORT = "durableflow.transport:FilesystemTransport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        # Producer and consumer share one folder; processed messages are moved (an atomic
-        # rename on the same filesystem) and not kept.
+        # Producer and consumer share one folder; a consumer claims a message by renaming it
+        # into "processed" (same filesystem, so the rename is atomic) and then deletes it.
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
@@ -118,6 +120,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "durableflow"
+# Celery's Django fix-up closes the database connection before and after every task unless
+# this is set; a delivery would then open a new connection each time. durableflow closes
+# unusable or too-old connections itself at the start of each delivery (CONN_MAX_AGE).
+CELERY_DB_REUSE_MAX = 1_000_000
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"

@@ -104,26 +104,29 @@ class Cluster:
         self.processes.append(process)
         return process
 
-    def worker(self, queues: str = "durableflow", *, concurrency: int = 1, ready: bool = True) -> Process:
+    def worker(
+        self, queues: str = "durableflow", *, concurrency: int = 1, loglevel: str = "info", ready: str = " ready."
+    ) -> Process:
         name = f"w{next(_counter)}"
         process = self._spawn(
             name,
             [
                 "worker", "-Q", queues, "-c", str(concurrency), "--pool", "prefork", "-n", f"{name}@%h",
-                "-l", "info", "--without-gossip", "--without-mingle", "--without-heartbeat",
+                "-l", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
             ],
         )
-        if ready:
-            wait_for(lambda: " ready." in process.log() or not process.alive(), timeout=60,
-                     what=f"worker {process.name} to start")
-            assert process.alive(), process.log()
+        # ``ready``: a line the worker prints once it consumes (Celery's own is logged at INFO).
+        wait_for(lambda: ready in process.log() or not process.alive(), timeout=60,
+                 what=f"worker {process.name} to start")
+        if not process.alive():
+            raise RuntimeError(f"worker {process.name} died at start:\n{process.log()}")
         return process
 
-    def beat(self) -> Process:
+    def beat(self, loglevel: str = "info") -> Process:
         return self._spawn(
             "beat",
             ["beat", "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--max-interval", "1",
-             "--pidfile=", "-l", "info"],
+             "--pidfile=", "-l", loglevel],
         )
 
     def stop_all(self) -> None:

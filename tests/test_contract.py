@@ -55,7 +55,7 @@ def test_completed_steps_replay_their_recorded_value_without_running(backend):
 
     assert backend.deliver(execution_id) == "suspended"
     assert backend.get(execution_id).status == "waiting"
-    backend.advance(5)
+    backend.advance(5.5)  # a little past due: SQLite's clock has millisecond steps
     backend.deliver(execution_id)
 
     execution = backend.get(execution_id)
@@ -157,7 +157,7 @@ def test_a_changed_step_kind_stalls_the_execution_and_loses_nothing(backend):
     before = backend.records(execution_id)
 
     with registry.override(WorkflowDefinition("contract.changing", _changed)):
-        backend.advance(10)
+        backend.advance(10.5)
         assert backend.deliver(execution_id) == "stalled"
 
     execution = backend.get(execution_id)
@@ -178,7 +178,7 @@ def test_a_changed_workflow_version_stalls_the_execution(backend):
     backend.deliver(execution_id)
 
     with registry.override(WorkflowDefinition("contract.changing", changing_wf, version="2")):
-        backend.advance(10)
+        backend.advance(10.5)
         backend.deliver(execution_id)
 
     execution = backend.get(execution_id)
@@ -224,7 +224,7 @@ def test_workflow_code_cannot_swallow_a_suspension(backend):
     execution_id = backend.start("contract.swallow-suspend")
     backend.deliver(execution_id)
     assert backend.get(execution_id).status == "waiting"
-    backend.advance(30)
+    backend.advance(30.5)
     backend.deliver(execution_id)
     assert backend.get(execution_id).result == "too early"
 

@@ -29,9 +29,10 @@ def test_a_run_step_costs_one_single_statement_write_and_no_reads(live_db, n):
     journal_reads = [sql for sql in queries if sql.startswith("SELECT") and f"FROM {STEP_TABLE}" in sql]
     assert len(step_writes) == n
     assert len(journal_reads) == 1  # the journal is read once per delivery, whatever its length
-    # claim (UPDATE), execution (SELECT), journal (SELECT), n step INSERTs, outcome (UPDATE):
-    # nothing else, and no transaction blocks around the writes.
-    assert len(queries) == n + 4, queries
+    # claim (UPDATE ... RETURNING the execution), journal (SELECT), n step INSERTs, outcome
+    # (UPDATE): nothing else, and no transaction blocks around the writes.
+    assert len(queries) == n + 3, queries
+    assert queries[0].startswith('UPDATE "durableflow_execution"') and "RETURNING" in queries[0]
     assert not any("SAVEPOINT" in sql or sql.startswith(("BEGIN", "COMMIT")) for sql in queries)
     assert not connection.in_atomic_block
 

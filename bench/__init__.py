@@ -1,0 +1,1 @@
+"""durableflow's benchmarks (``./run bench``): see bench/README.md."""

@@ -1,0 +1,127 @@
+"""One backend's benchmark run, in its own process: ``python -m bench.backend CONFIG OUT``.
+
+The parent (``python -m bench``) sets the environment (database, broker) and passes the
+sizes as JSON; this process resets its databases, runs every measurement and writes JSON.
+Workloads that are compared run in alternating order, round by round.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def reset_databases(config: dict[str, Any]) -> None:
+    """Fresh databases before Django connects: the bench never reuses a previous run's rows."""
+    if config["backend"] == "postgres":
+        import psycopg
+
+        with psycopg.connect(config["admin_url"], autocommit=True) as admin:
+            for name in config["pg_databases"]:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                admin.execute(f'CREATE DATABASE "{name}"')
+    else:
+        var = Path(os.environ["DURABLEFLOW_VAR_DIR"])
+        shutil.rmtree(var, ignore_errors=True)
+        (var / "broker").mkdir(parents=True)
+        (var / "results").mkdir()
+
+
+def run_dbos(config: dict[str, Any]) -> dict[str, Any]:
+    sizes = config["sizes"]
+    script = str(ROOT / "bench" / "peers" / "dbos_peer.py")
+    base = [config["peer_python"], script]
+    steps = subprocess.run(
+        [*base, "steps", "--url", config["dbos_url"], "--sizes", *map(str, sizes["steps"]),
+         "--repeats", str(sizes["step_repeats"])],
+        capture_output=True, text=True, timeout=900,
+    )
+    queue = subprocess.run(
+        [*base, "queue", "--url", config["dbos_url"], "--latency-sizes", *map(str, sizes["latency_steps"]),
+         "--latency-n", str(sizes["latency_n"]), "--throughput-n", str(sizes["throughput_workflows"]),
+         "--throughput-steps", str(sizes["throughput_steps"]), "--workers", "2",
+         "--worker-concurrency", str(config["dbos_worker_concurrency"]), "--polling", str(config["dbos_polling"])],
+        capture_output=True, text=True, timeout=1800,
+    )
+    for done in (steps, queue):
+        if done.returncode != 0:
+            raise RuntimeError(f"the DBOS peer failed:\n{done.stderr[-4000:]}")
+    return {"steps": json.loads(steps.stdout.strip().splitlines()[-1]),
+            "queue": json.loads(queue.stdout.strip().splitlines()[-1])}
+
+
+def main() -> None:
+    config = json.loads(Path(sys.argv[1]).read_text())
+    out = Path(sys.argv[2])
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    reset_databases(config)
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+    from bench import inprocess, live
+    from bench.apps import READY_LINE
+    from tests.cluster import Cluster
+
+    sizes = config["sizes"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    logs = Path(tempfile.mkdtemp(prefix="bench-logs-"))
+    cluster = Cluster(env, logs)
+    results: dict[str, Any] = {"backend": config["backend"], "config": config, "rounds": []}
+    try:
+        cluster.worker("durableflow,bench-chain", concurrency=2, loglevel="warning", ready=READY_LINE)
+        for number in range(sizes["rounds"]):
+            print(f"  [{config['backend']}] round {number + 1}/{sizes['rounds']}", flush=True)
+            results["rounds"].append(_round(number, config, inprocess, live))
+        print(f"  [{config['backend']}] replay, timers, memory", flush=True)
+        results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
+        beat = cluster.beat(loglevel="warning")
+        results["timers"] = live.timers(sizes["timers"], *sizes["timer_range"])
+        beat.stop()
+        memory_worker = cluster.worker("bench-memory", concurrency=1, loglevel="warning", ready=READY_LINE)
+        results["memory"] = live.memory(memory_worker, "bench-memory", sizes["memory_total"],
+                                        sizes["memory_batch"], steps=1)
+    finally:
+        cluster.stop_all()
+    out.write_text(json.dumps(results, indent=1))
+    shutil.rmtree(logs, ignore_errors=True)
+
+
+def _round(number: int, config: dict[str, Any], inprocess, live) -> dict[str, Any]:
+    """One round: every system once; the order of the systems rotates from round to round."""
+    sizes = config["sizes"]
+    blocks = {
+        "durableflow": lambda: {
+            "steps": inprocess.step_overhead(sizes["steps"], sizes["step_repeats"], sizes["floor_n"]),
+            "throughput": live.durableflow_throughput(sizes["throughput_workflows"], sizes["throughput_steps"]),
+        },
+        "chain": lambda: {
+            "throughput": live.chain_throughput(sizes["throughput_workflows"], sizes["throughput_steps"]),
+        },
+    }
+    if config.get("peer_python"):
+        blocks["dbos"] = lambda: run_dbos(config)
+    names = list(blocks)
+    shift = number % len(names)
+    result: dict[str, Any] = {"order": names[shift:] + names[:shift]}
+    for name in result["order"]:
+        result[name] = blocks[name]()
+    # Latency pairs alternate sample by sample inside.
+    result["latency"] = live.latency(sizes["latency_steps"], sizes["latency_n"])
+    return result
+
+
+if __name__ == "__main__":
+    main()

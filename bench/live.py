@@ -1,0 +1,136 @@
+"""Measurements on real worker processes: latency, throughput, timers, memory.
+
+durableflow and the Celery-chain peer run the same trivial steps on the same worker
+processes (one Celery worker, two pool processes), one after the other.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+import psutil
+from celery import chain
+
+import durableflow
+from bench.stats import percentile, summary, wait_until
+from bench.tasks import chain_step
+from durableflow.models import Execution, StepRecord
+
+CHAIN_QUEUE = "bench-chain"
+
+
+def _completed(execution_id: str) -> bool:
+    status = Execution.objects.values_list("status", flat=True).get(pk=execution_id)
+    if status not in ("pending", "running", "waiting", "completed"):
+        raise RuntimeError(f"benchmark execution {execution_id} ended {status}")
+    return status == "completed"
+
+
+def _chain(steps: int):
+    return chain(chain_step.s(0, 0), *(chain_step.s(i) for i in range(1, steps))).set(queue=CHAIN_QUEUE)
+
+
+# Latency: start -> result, one at a time --------------------------------------------------------
+
+
+def durableflow_latency_ms(steps: int) -> float:
+    started = time.perf_counter()
+    execution = durableflow.start("bench.steps", {"steps": steps})
+    wait_until(lambda: _completed(execution.id), timeout=60, what="a durableflow execution")
+    return (time.perf_counter() - started) * 1000
+
+
+def chain_latency_ms(steps: int) -> float:
+    started = time.perf_counter()
+    result = _chain(steps).apply_async()
+    value = result.get(timeout=60, interval=0.001)
+    if value != sum(range(steps)):
+        raise RuntimeError(f"the chain computed {value}")
+    return (time.perf_counter() - started) * 1000
+
+
+def latency(sizes: list[int], n: int) -> dict[str, Any]:
+    """Samples of both systems, alternating one by one so that they see the same machine."""
+    samples: dict[str, dict[str, list[float]]] = {"durableflow": {}, "chain": {}}
+    for size in sizes:
+        durableflow_latency_ms(size), chain_latency_ms(size)  # warm both paths
+        ours, theirs = [], []
+        for i in range(n):
+            pair = [(ours, durableflow_latency_ms), (theirs, chain_latency_ms)]
+            for bucket, measure in pair if i % 2 == 0 else reversed(pair):
+                bucket.append(measure(size))
+        samples["durableflow"][str(size)], samples["chain"][str(size)] = ours, theirs
+    return {system: {size: summary(values) for size, values in by_size.items()}
+            for system, by_size in samples.items()}
+
+
+# Throughput: a batch started at once, timed to its last completion ----------------------------------
+
+
+def durableflow_throughput(workflows: int, steps: int) -> dict[str, float]:
+    started = time.perf_counter()
+    ids = [durableflow.start("bench.steps", {"steps": steps}).id for _ in range(workflows)]
+    # Executions finish roughly in the order they were started: wait for each in turn.
+    for execution_id in ids:
+        wait_until(lambda: _completed(execution_id), timeout=600, interval=0.01, what="the batch")
+    return _rates(workflows, steps, time.perf_counter() - started)
+
+
+def chain_throughput(workflows: int, steps: int) -> dict[str, float]:
+    started = time.perf_counter()
+    results = [_chain(steps).apply_async() for _ in range(workflows)]
+    for result in results:
+        wait_until(result.ready, timeout=600, interval=0.01, what="the chains")
+    return _rates(workflows, steps, time.perf_counter() - started)
+
+
+def _rates(workflows: int, steps: int, seconds: float) -> dict[str, float]:
+    return {"seconds": seconds, "workflows_per_s": workflows / seconds, "steps_per_s": workflows * steps / seconds}
+
+
+# Timers -----------------------------------------------------------------------------------------
+
+
+def timers(count: int, low: float, high: float) -> dict[str, Any]:
+    """Lateness of durable sleeps: wall clock at wake-up minus the recorded due time."""
+    durations = [low + (high - low) * i / max(count - 1, 1) for i in range(count)]
+    ids = [durableflow.start("bench.sleep", {"seconds": seconds}).id for seconds in durations]
+    for execution_id in ids:
+        wait_until(lambda: _completed(execution_id), timeout=high + 60, interval=0.05, what="the timers")
+    lateness = []
+    for execution_id in ids:
+        due = StepRecord.objects.get(execution_id=execution_id, key="timer").meta["until"]
+        woke = Execution.objects.values_list("result", flat=True).get(pk=execution_id)
+        lateness.append(woke - datetime.fromisoformat(due).timestamp())
+    return {"lateness_s": summary(lateness), "max_s": max(lateness), "min_s": min(lateness),
+            "sleeps": count, "range_s": [low, high]}
+
+
+# Memory -------------------------------------------------------------------------------------------
+
+
+def memory(worker, queue: str, total: int, batch: int, steps: int) -> dict[str, Any]:
+    """RSS of the worker's pool process after each batch of executions."""
+    samples = []
+    done = 0
+    while done < total:
+        ids = [durableflow.start("bench.steps", {"steps": steps}, queue=queue).id for _ in range(batch)]
+        for execution_id in ids:
+            wait_until(lambda: _completed(execution_id), timeout=600, interval=0.01, what="a memory batch")
+        done += batch
+        children = worker.children()
+        if len(children) != 1:
+            raise RuntimeError(f"expected one pool process, found {children}")
+        samples.append({"executions": done, "rss_mb": psutil.Process(children[0]).memory_info().rss / 2**20})
+    first, last = samples[0]["rss_mb"], samples[-1]["rss_mb"]
+    settled = samples[len(samples) // 2]["rss_mb"] if len(samples) > 2 else first
+    return {
+        "samples": samples,
+        "first_mb": first,
+        "last_mb": last,
+        "growth_mb": last - first,
+        "growth_second_half_mb": last - settled,
+        "p50_mb": percentile([s["rss_mb"] for s in samples], 50),
+    }

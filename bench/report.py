@@ -1,0 +1,201 @@
+"""Turn raw per-round measurements into the summary, the targets and the printed table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.stats import median, percentile, spread
+
+
+def _marginal(delivery_ms: dict[str, list[float]]) -> float:
+    """Milliseconds one more step costs: the slope between the smallest and largest workflow."""
+    sizes = sorted(int(s) for s in delivery_ms)
+    small, large = sizes[0], sizes[-1]
+    return (median(delivery_ms[str(large)]) - median(delivery_ms[str(small)])) / (large - small)
+
+
+def _ratio(ours: list[float], theirs: list[float]) -> dict[str, float]:
+    return spread([a / b for a, b in zip(ours, theirs)])
+
+
+def summarize(raw: dict[str, Any]) -> dict[str, Any]:
+    rounds = raw["rounds"]
+    steps = [r["durableflow"]["steps"] for r in rounds]
+    floor_p50 = [s["floor_ms"]["p50"] for s in steps]
+    floor_p99 = [s["floor_ms"]["p99"] for s in steps]
+    marginal = [_marginal(s["delivery_ms"]) for s in steps]
+    sizes = sorted(int(size) for size in steps[0]["delivery_ms"])
+    out: dict[str, Any] = {
+        "backend": raw["backend"],
+        "floor_ms": {"p50": spread(floor_p50), "p99": spread(floor_p99)},
+        "step": {
+            "marginal_ms": spread(marginal),
+            "marginal_over_floor": _ratio(marginal, floor_p50),
+            "per_step_ms": {
+                str(size): spread([median(s["delivery_ms"][str(size)]) / size for s in steps]) for size in sizes
+            },
+            "delivery_ms": {str(size): spread([median(s["delivery_ms"][str(size)]) for s in steps]) for size in sizes},
+            "queries_per_step": steps[-1]["per_step"].get("queries"),
+            "selects_per_step": steps[-1]["per_step"].get("selects"),
+            "write_transactions_per_step": steps[-1]["per_step"].get("write_transactions"),
+            "shape": steps[-1]["shape"],
+        },
+        "throughput": {}, "latency": {},
+    }
+    ours_tp = [r["durableflow"]["throughput"]["workflows_per_s"] for r in rounds]
+    chain_tp = [r["chain"]["throughput"]["workflows_per_s"] for r in rounds]
+    out["throughput"] = {
+        "durableflow_wf_s": spread(ours_tp),
+        "durableflow_steps_s": spread([r["durableflow"]["throughput"]["steps_per_s"] for r in rounds]),
+        "chain_wf_s": spread(chain_tp),
+        "vs_chain": _ratio(ours_tp, chain_tp),
+    }
+    for size in rounds[0]["latency"]["durableflow"]:
+        ours = [r["latency"]["durableflow"][size]["p50"] for r in rounds]
+        chain = [r["latency"]["chain"][size]["p50"] for r in rounds]
+        out["latency"][size] = {
+            "durableflow_p50_ms": spread(ours),
+            "durableflow_p99_ms": spread([r["latency"]["durableflow"][size]["p99"] for r in rounds]),
+            "chain_p50_ms": spread(chain),
+            "chain_p99_ms": spread([r["latency"]["chain"][size]["p99"] for r in rounds]),
+            "vs_chain_p50": _ratio(ours, chain),
+        }
+    if all("dbos" in r for r in rounds):
+        _add_dbos(out, rounds, marginal, ours_tp)
+    out["replay"] = _replay(raw["replay"], median(marginal))
+    out["timers"] = raw["timers"]
+    out["memory"] = raw["memory"]
+    if "listing" in raw:
+        out["listing"] = _listing(raw["listing"])
+    out["targets"] = targets(out)
+    return out
+
+
+def _add_dbos(out, rounds, marginal, ours_tp) -> None:
+    dbos_marginal = [_marginal(r["dbos"]["steps"]["delivery_ms"]) for r in rounds]
+    throughput = [r["dbos"]["queue"]["throughput"] for r in rounds]
+    dbos_tp = [t["workflows"] / t["seconds"] for t in throughput]
+    out["dbos"] = {
+        "marginal_ms": spread(dbos_marginal),
+        "wf_s": spread(dbos_tp),
+        "latency_p50_ms": {
+            size: spread([percentile(r["dbos"]["queue"]["latency_ms"][size], 50) for r in rounds])
+            for size in rounds[0]["dbos"]["queue"]["latency_ms"]
+        },
+    }
+    out["step"]["marginal_vs_dbos"] = _ratio(marginal, dbos_marginal)
+    out["throughput"]["dbos_wf_s"] = spread(dbos_tp)
+    out["throughput"]["vs_dbos"] = _ratio(ours_tp, dbos_tp)
+
+
+def _replay(replay: dict[str, Any], live_step_ms: float) -> dict[str, Any]:
+    lengths = sorted(int(n) for n in replay)
+    small, large = lengths[0], lengths[-1]
+    replay_ms = {n: replay[str(n)]["replay_ms"]["p50"] for n in lengths}
+    live_ms = {n: replay[str(n)]["live_ms"] for n in lengths}
+    per_step = (replay_ms[large] - replay_ms[small]) / (large - small)
+    live_per_step = (live_ms[large] - live_ms[small]) / (large - small)
+    return {
+        "replay_ms": {str(n): replay_ms[n] for n in lengths},
+        "live_ms": {str(n): live_ms[n] for n in lengths},
+        "replay_per_step_ms": per_step,
+        "live_per_step_ms": live_per_step,
+        "replay_over_live_per_step": per_step / live_per_step,
+        "growth": replay_ms[large] / replay_ms[small],
+        "length_ratio": large / small,
+    }
+
+
+def _listing(listing: dict[str, Any]) -> dict[str, Any]:
+    sizes = sorted(int(s) for s in listing["sizes"])
+    small, large = listing["sizes"][str(sizes[0])], listing["sizes"][str(sizes[-1])]
+    return {
+        "rows": {"small": small["rows"], "large": large["rows"]},
+        "ms": {name: {"small": small["ms"][name], "large": large["ms"][name],
+                      "ratio": large["ms"][name] / small["ms"][name]} for name in small["ms"]},
+        "plans": listing["plans"],
+    }
+
+
+def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+
+    def target(name: str, value: float | None, limit: float, *, at_least: bool = False) -> None:
+        if value is None:
+            return
+        ok = value >= limit if at_least else value <= limit
+        found.append({"name": name, "value": value, "target": f"{'>=' if at_least else '<='} {limit:g}", "ok": ok})
+
+    target("step overhead / floor (PostgreSQL target)", out["step"]["marginal_over_floor"]["median"], 2)
+    if "vs_dbos" in out["throughput"]:
+        target("throughput / DBOS", out["throughput"]["vs_dbos"]["median"], 2, at_least=True)
+    target("throughput / Celery chain", out["throughput"]["vs_chain"]["median"], 1, at_least=True)
+    if "1" in out["latency"]:
+        target("1-step latency p50 / 1-task chain", out["latency"]["1"]["vs_chain_p50"]["median"], 3)
+    replay = out["replay"]
+    target("replay per step / live per step", replay["replay_over_live_per_step"], 0.05)
+    target(f"replay growth for {replay['length_ratio']:g}x the journal", replay["growth"], replay["length_ratio"])
+    target("timer lateness p99 (s)", out["timers"]["lateness_s"]["p99"], 1.5)
+    for name, value in out.get("listing", {}).get("ms", {}).items():
+        target(f"{name}: large / small history", value["ratio"], 2)
+    return found
+
+
+def table(summary: dict[str, Any]) -> str:
+    """A plain-text report of one backend's summary."""
+    lines = [f"== {summary['backend']} =="]
+
+    def row(label: str, stats: dict[str, float] | float | None, unit: str = "") -> None:
+        if stats is None:
+            return
+        if isinstance(stats, dict):
+            lines.append(f"  {label:<46} {stats['median']:>10.3f}{unit}   (rounds {stats['rounds']}, "
+                         f"spread {stats['spread_pct']:.0f}%: {stats['min']:.3f}..{stats['max']:.3f})")
+        else:
+            lines.append(f"  {label:<46} {stats:>10.3f}{unit}")
+
+    row("floor INSERT p50", summary["floor_ms"]["p50"], " ms")
+    row("floor INSERT p99", summary["floor_ms"]["p99"], " ms")
+    step = summary["step"]
+    row("step: marginal cost", step["marginal_ms"], " ms")
+    row("step: marginal / floor p50", step["marginal_over_floor"], "x")
+    for size, stats in step["per_step_ms"].items():
+        row(f"step: delivery of {size} step(s), per step", stats, " ms")
+    row("step: queries per step", step["queries_per_step"])
+    row("step: SELECTs per step", step["selects_per_step"])
+    row("step: write transactions per step", step["write_transactions_per_step"])
+    if "marginal_vs_dbos" in step:
+        row("DBOS: marginal step cost", summary["dbos"]["marginal_ms"], " ms")
+        row("step: durableflow / DBOS", step["marginal_vs_dbos"], "x")
+    tp = summary["throughput"]
+    row("throughput: durableflow workflows/s", tp["durableflow_wf_s"])
+    row("throughput: durableflow steps/s", tp["durableflow_steps_s"])
+    row("throughput: Celery chain workflows/s", tp["chain_wf_s"])
+    row("throughput: durableflow / chain", tp["vs_chain"], "x")
+    if "dbos_wf_s" in tp:
+        row("throughput: DBOS workflows/s", tp["dbos_wf_s"])
+        row("throughput: durableflow / DBOS", tp["vs_dbos"], "x")
+    for size, lat in summary["latency"].items():
+        row(f"latency {size} step(s): durableflow p50", lat["durableflow_p50_ms"], " ms")
+        row(f"latency {size} step(s): durableflow p99", lat["durableflow_p99_ms"], " ms")
+        row(f"latency {size} step(s): chain p50", lat["chain_p50_ms"], " ms")
+        row(f"latency {size} step(s): durableflow / chain p50", lat["vs_chain_p50"], "x")
+        if "dbos" in summary and size in summary["dbos"]["latency_p50_ms"]:
+            row(f"latency {size} step(s): DBOS p50", summary["dbos"]["latency_p50_ms"][size], " ms")
+    replay = summary["replay"]
+    for n, ms in replay["replay_ms"].items():
+        row(f"replay of {n} recorded steps", ms, " ms")
+    row("replay per step / live per step", replay["replay_over_live_per_step"], "x")
+    timers = summary["timers"]
+    row(f"timer lateness p50 ({timers['sleeps']} sleeps)", timers["lateness_s"]["p50"], " s")
+    row("timer lateness p99", timers["lateness_s"]["p99"], " s")
+    memory = summary["memory"]
+    row(f"worker RSS after {memory['samples'][0]['executions']} executions", memory["first_mb"], " MB")
+    row(f"worker RSS after {memory['samples'][-1]['executions']} executions", memory["last_mb"], " MB")
+    for name, value in summary.get("listing", {}).get("ms", {}).items():
+        row(f"{name} ({summary['listing']['rows']['small']} rows)", value["small"], " ms")
+        row(f"{name} ({summary['listing']['rows']['large']} rows)", value["large"], " ms")
+    lines.append("  targets:")
+    for t in summary["targets"]:
+        lines.append(f"    [{'ok' if t['ok'] else 'MISSED'}] {t['name']}: {t['value']:.3f} (target {t['target']})")
+    return "\n".join(lines)

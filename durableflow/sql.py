@@ -1,0 +1,175 @@
+"""The delivery hot path's statements, written by hand for PostgreSQL and SQLite.
+
+The ORM would need two round trips to claim (UPDATE, then SELECT) and compiles each
+query anew; a delivery is one claim, one journal read, one statement per live step and
+one outcome, so these few statements are kept here, once per database vendor.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from durableflow.engine.journal import ExecutionStatus, StepRecordData
+
+__all__ = ["statements", "cursor", "RECORD_FIELDS"]
+
+RECORD_FIELDS = ("key", "kind", "status", "attempts", "value", "error", "meta", "started_at", "finished_at")
+_JSON = frozenset({"value", "error", "meta", "params", "waiting_for"})
+_CLAIM_RETURNS = ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for", "queue")
+
+S = ExecutionStatus
+
+
+class Statements:
+    """SQL for one vendor. Times are the database's clock, shifted by an offset (tests)."""
+
+    def __init__(self, vendor: str, quote) -> None:
+        qn = quote
+        self.vendor = vendor
+        if vendor == "postgresql":
+            self._moment = "(STATEMENT_TIMESTAMP() + %({name})s * INTERVAL '1 second')"
+            # Typed placeholders: the statements are prepared (server-side binding), and an
+            # INSERT ... SELECT does not infer parameter types from its target columns.
+            casts = {"attempts": "::integer", "started_at": "::timestamptz", "finished_at": "::timestamptz",
+                     "wake_at": "::timestamptz", "lease_expires_at": "::timestamptz",
+                     **{name: "::jsonb" for name in (*_JSON, "result")}}
+        else:
+            self._moment = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %({name})s)"
+            casts = {}
+        execution, step = qn("durableflow_execution"), qn("durableflow_steprecord")
+        now, until = self._moment.format(name="now"), self._moment.format(name="until")
+        self.claim_sql = (
+            f"UPDATE {execution} SET {qn('status')} = '{S.RUNNING}', {qn('lease_token')} = %(token)s, "
+            f"{qn('lease_expires_at')} = {until}, {qn('deliveries')} = {qn('deliveries')} + 1, "
+            f"{qn('started_at')} = COALESCE({qn('started_at')}, {now}) "
+            f"WHERE {qn('id')} = %(id)s "
+            f"AND ({qn('status')} IN ('{S.PENDING}', '{S.RUNNING}') "
+            f"OR ({qn('status')} = '{S.WAITING}' AND {qn('wake_at')} <= {now})) "
+            f"AND ({qn('lease_token')} IS NULL OR {qn('lease_expires_at')} < {now}) "
+            f"RETURNING {', '.join(qn(c) for c in _CLAIM_RETURNS)}, {now}"
+        )
+        self.journal_sql = (
+            f"SELECT {', '.join(qn(c) for c in RECORD_FIELDS)} FROM {step} "
+            f"WHERE {qn('execution_id')} = %(id)s ORDER BY {qn('id')}"
+        )
+        columns = ["execution_id", *RECORD_FIELDS]
+        text = "::text" if casts else ""
+        values = [f"%({c})s{casts.get(c, text)}" for c in columns]
+        # One statement, so one write transaction: it inserts only while the lease is ours,
+        # and a key recorded already is left as it is (the caller finds out which it was).
+        self.insert_sql = (
+            f"INSERT INTO {step} ({', '.join(qn(c) for c in columns)}) SELECT {', '.join(values)} "
+            f"WHERE EXISTS (SELECT 1 FROM {execution} WHERE {qn('id')} = %(execution_id)s{text} "
+            f"AND {qn('lease_token')} = %(token)s{text}) "
+            f"ON CONFLICT ({qn('execution_id')}, {qn('key')}) DO NOTHING"
+        )
+
+        self._casts, self._text, self._quote = casts, text, qn
+        self._outcome_sql: dict[tuple[str, ...], str] = {}
+
+    def outcome(self, fields: dict[str, Any], execution_id: str, token: str, adapt) -> tuple[str, dict[str, Any]]:
+        """UPDATE of the execution's outcome ``fields``, fenced by the lease token."""
+        names = tuple(sorted(fields))
+        sql = self._outcome_sql.get(names)
+        if sql is None:
+            qn, text = self._quote, self._text
+            assignments = ", ".join(f"{qn(name)} = %({name})s{self._casts.get(name, '')}" for name in names)
+            sql = self._outcome_sql[names] = (
+                f"UPDATE {qn('durableflow_execution')} SET {assignments} "
+                f"WHERE {qn('id')} = %(fence_id)s{text} AND {qn('lease_token')} = %(fence_token)s{text}"
+            )
+        params = {"fence_id": execution_id, "fence_token": token}
+        for name, value in fields.items():
+            if name in _JSON or name == "result":
+                value = None if value is None else _dumps(value)
+            elif isinstance(value, datetime):
+                value = adapt(value)
+            params[name] = value
+        return sql, params
+
+    def moment(self, seconds: float) -> Any:
+        """The parameter for ``now + seconds`` in this vendor's time expression."""
+        return seconds if self.vendor == "postgresql" else f"{seconds:+.6f} seconds"
+
+    def claim_params(self, execution_id: str, token: str, lease_seconds: float, offset: float) -> dict:
+        return {"id": execution_id, "token": token, "now": self.moment(offset),
+                "until": self.moment(offset + lease_seconds)}
+
+    def insert_params(self, record: StepRecordData, execution_id: str, token: str, adapt) -> dict:
+        params: dict[str, Any] = {"execution_id": execution_id, "token": token}
+        for name in RECORD_FIELDS:
+            value = getattr(record, name)
+            if name == "meta":
+                value = _dumps(value or {})
+            elif name in _JSON:
+                value = None if value is None else _dumps(value)
+            elif isinstance(value, datetime):
+                value = adapt(value)
+            params[name] = value
+        return params
+
+
+def decode_claim(row: tuple) -> tuple[dict[str, Any], datetime]:
+    """The claimed execution's fields, and the database clock at the claim."""
+    fields = dict(zip(_CLAIM_RETURNS, row[:-1]))
+    for name in ("params", "waiting_for"):
+        fields[name] = _loads(fields[name])
+    return fields, aware(row[-1])
+
+
+def decode_record(row: tuple) -> StepRecordData:
+    fields = dict(zip(RECORD_FIELDS, row))
+    for name in ("value", "error", "meta"):
+        fields[name] = _loads(fields[name])
+    fields["meta"] = fields["meta"] or {}
+    for name in ("started_at", "finished_at"):
+        fields[name] = aware(fields[name])
+    return StepRecordData(**fields)
+
+
+def aware(value: Any) -> datetime | None:
+    """A UTC-aware datetime from what either driver returns (SQLite: text or naive)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads(value: Any) -> Any:
+    # Django loads jsonb as text (so that JSONField decodes it); SQLite stores text.
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+@functools.lru_cache(maxsize=None)
+def _for(vendor: str, quote) -> Statements:
+    return Statements(vendor, quote)
+
+
+def cursor(connection):
+    """A cursor for these statements: on PostgreSQL one that binds on the server, so psycopg
+    prepares each statement after a few uses and the server parses and plans it once per
+    connection (about a third of a step's cost otherwise). Wrapped like any Django cursor,
+    so errors are translated and query logging still sees it.
+    """
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    import psycopg
+
+    connection.ensure_connection()
+    return connection._prepare_cursor(psycopg.Cursor(connection.connection))
+
+
+def statements(connection) -> Statements:
+    if connection.vendor not in ("postgresql", "sqlite"):
+        raise NotImplementedError(f"durableflow supports PostgreSQL and SQLite, not {connection.vendor}")
+    return _for(connection.vendor, connection.ops.quote_name)
