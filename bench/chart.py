@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 # (label, how to read it, target, higher is better)
 HEADLINES = [
-    ("step cost / INSERT floor", lambda s: s["step"]["marginal_over_floor"]["median"], 2, False),
+    ("step p50 / INSERT floor p50", lambda s: s["step"]["p50_over_floor_p50"]["median"], 2, False),
     ("DBOS step cost / ours", lambda s: 1 / s["step"]["marginal_vs_dbos"]["median"], None, True),
     ("throughput / DBOS", lambda s: s["throughput"]["vs_dbos"]["median"], 2, True),
     ("throughput / Celery chain", lambda s: s["throughput"]["vs_chain"]["median"], 1, True),
@@ -27,7 +27,7 @@ def main() -> None:
     summaries = json.loads(open(sys.argv[1]).read())["summaries"]
     fig, axes = plt.subplots(1, len(HEADLINES), figsize=(3.2 * len(HEADLINES), 3.6))
     colors = {"postgres": "#336791", "embedded": "#a0a0a0"}
-    for ax, (label, read, target, higher) in zip(axes, HEADLINES):
+    for ax, (label, read, target, higher) in zip(axes, HEADLINES, strict=True):
         names, values = [], []
         for summary in summaries:
             try:

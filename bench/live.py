@@ -74,7 +74,7 @@ def durableflow_throughput(workflows: int, steps: int) -> dict[str, float]:
     ids = [durableflow.start("bench.steps", {"steps": steps}).id for _ in range(workflows)]
     # Executions finish roughly in the order they were started: wait for each in turn.
     for execution_id in ids:
-        wait_until(lambda: _completed(execution_id), timeout=600, interval=0.01, what="the batch")
+        wait_until(lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="the batch")
     return _rates(workflows, steps, time.perf_counter() - started)
 
 
@@ -98,7 +98,7 @@ def timers(count: int, low: float, high: float) -> dict[str, Any]:
     durations = [low + (high - low) * i / max(count - 1, 1) for i in range(count)]
     ids = [durableflow.start("bench.sleep", {"seconds": seconds}).id for seconds in durations]
     for execution_id in ids:
-        wait_until(lambda: _completed(execution_id), timeout=high + 60, interval=0.05, what="the timers")
+        wait_until(lambda execution_id=execution_id: _completed(execution_id), timeout=high + 60, interval=0.05, what="the timers")
     lateness = []
     for execution_id in ids:
         due = StepRecord.objects.get(execution_id=execution_id, key="timer").meta["until"]
@@ -118,7 +118,7 @@ def memory(worker, queue: str, total: int, batch: int, steps: int) -> dict[str, 
     while done < total:
         ids = [durableflow.start("bench.steps", {"steps": steps}, queue=queue).id for _ in range(batch)]
         for execution_id in ids:
-            wait_until(lambda: _completed(execution_id), timeout=600, interval=0.01, what="a memory batch")
+            wait_until(lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="a memory batch")
         done += batch
         children = worker.children()
         if len(children) != 1:

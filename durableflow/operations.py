@@ -235,14 +235,16 @@ def sweep() -> dict[str, int]:
     batch = int(df_settings.SWEEP_BATCH_SIZE)
     with transaction.atomic():
         due = list(
-            Execution.objects.due().order_by("wake_at").select_for_update(skip_locked=True).values_list("id", "queue")[
-                :batch
-            ]
+            Execution.objects.due()
+            .order_by("wake_at")
+            .select_for_update(skip_locked=True)
+            .values_list("id", "queue", "waiting_for")[:batch]
         )
         if due:
-            Execution.objects.filter(pk__in=[pk for pk, _ in due], status=S.WAITING).update(
+            Execution.objects.filter(pk__in=[pk for pk, _, _ in due], status=S.WAITING).update(
                 status=S.PENDING, wake_at=None, enqueued_at=Now()
             )
+            _complete_timers(due)
     with transaction.atomic():
         stale = list(
             Execution.objects.stale(df_settings.LEASE_SECONDS)
@@ -252,7 +254,21 @@ def sweep() -> dict[str, int]:
         )
         if stale:
             Execution.objects.filter(pk__in=[pk for pk, _ in stale]).update(enqueued_at=Now())
-    sent = sum(publish(pk, queue) for pk, queue in [*due, *stale])
+    sent = sum(publish(pk, queue) for pk, queue in [*((pk, queue) for pk, queue, _ in due), *stale])
     if due or stale:
         logger.info("sweep: %d due, %d stale, %d sent", len(due), len(stale), sent)
     return {"due": len(due), "stale": len(stale), "sent": sent}
+
+
+def _complete_timers(due: list[tuple[str, str, dict | None]]) -> None:
+    """Record the due timers as over, for the whole batch in one statement.
+
+    Each woken delivery would otherwise spend a write transaction on it. Safe here: the
+    executions were waiting (no delivery holds them) and are locked by this transaction; a
+    delivery that finds the record still waiting completes it itself.
+    """
+    timers = {pk: waiting["step"] for pk, _, waiting in due if (waiting or {}).get("kind") == "timer"}
+    if timers:
+        StepRecord.objects.filter(
+            execution_id__in=list(timers), key__in=set(timers.values()), kind="sleep", status=StepStatus.WAITING
+        ).update(status=StepStatus.COMPLETED, attempts=1, finished_at=Now())

@@ -116,14 +116,14 @@ class Statements:
 
 def decode_claim(row: tuple) -> tuple[dict[str, Any], datetime]:
     """The claimed execution's fields, and the database clock at the claim."""
-    fields = dict(zip(_CLAIM_RETURNS, row[:-1]))
+    fields = dict(zip(_CLAIM_RETURNS, row[:-1], strict=True))
     for name in ("params", "waiting_for"):
         fields[name] = _loads(fields[name])
     return fields, aware(row[-1])
 
 
 def decode_record(row: tuple) -> StepRecordData:
-    fields = dict(zip(RECORD_FIELDS, row))
+    fields = dict(zip(RECORD_FIELDS, row, strict=True))
     for name in ("value", "error", "meta"):
         fields[name] = _loads(fields[name])
     fields["meta"] = fields["meta"] or {}

@@ -22,11 +22,11 @@ def test_settings_are_read_at_call_time():
 def test_unknown_and_invalid_settings_are_errors():
     with override_settings(DURABLEFLOW={"LEASE_SECOND": 30}):
         with pytest.raises(ImproperlyConfigured, match="LEASE_SECOND"):
-            df_settings.LEASE_SECONDS
+            _ = df_settings.LEASE_SECONDS
         assert [error.id for error in checks.check_settings()] == ["durableflow.E001"]
     with override_settings(DURABLEFLOW={"LEASE_SECONDS": 0}):
         with pytest.raises(ImproperlyConfigured, match="positive"):
-            df_settings.LEASE_SECONDS
+            _ = df_settings.LEASE_SECONDS
 
 
 def test_a_missing_sweep_is_reported():

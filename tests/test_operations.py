@@ -9,7 +9,7 @@ from django.utils import timezone
 
 import durableflow
 from durableflow import operations
-from durableflow.models import Execution
+from durableflow.models import Execution, StepRecord
 from tests.helpers import uid
 
 
@@ -65,8 +65,12 @@ def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published):
     overdue = durableflow.start("t.steps")
     leased = durableflow.start("t.steps")
     fresh = durableflow.start("t.steps")
-    Execution.objects.filter(pk=due.pk).update(status="waiting", wake_at=now - timedelta(seconds=1))
-    Execution.objects.filter(pk=later.pk).update(status="waiting", wake_at=now + timedelta(hours=1))
+    for execution, wake_at in ((due, now - timedelta(seconds=1)), (later, now + timedelta(hours=1))):
+        Execution.objects.filter(pk=execution.pk).update(
+            status="waiting", wake_at=wake_at, waiting_for={"kind": "timer", "step": "nap"}
+        )
+        StepRecord.objects.create(execution=execution, key="nap", kind="sleep", status="waiting",
+                                  meta={"until": wake_at.isoformat()})
     Execution.objects.filter(pk__in=[overdue.pk, leased.pk]).update(enqueued_at=now - timedelta(minutes=5))
     Execution.objects.filter(pk=leased.pk).update(
         status="running", lease_token="x" * 32, lease_expires_at=now + timedelta(minutes=1)
@@ -80,6 +84,8 @@ def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published):
     assert counts["due"] >= 1 and counts["stale"] >= 1
     assert Execution.objects.get(pk=due.pk).status == "pending"
     assert Execution.objects.get(pk=later.pk).status == "waiting"
+    assert StepRecord.objects.get(execution_id=due.pk, key="nap").status == "completed"
+    assert StepRecord.objects.get(execution_id=later.pk, key="nap").status == "waiting"
     # Sent once: the next sweep does not send them again until they are overdue again.
     published.clear()
     operations.sweep()

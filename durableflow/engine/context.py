@@ -162,7 +162,8 @@ class Context:
         try:
             self._journal.write_step(record, new=new)
         except (LeaseLost, StepConflict) as interrupt:
-            raise self._latch(interrupt)
+            self._latch(interrupt)
+            raise
         self._records[record.key] = record
         return record
 
