@@ -134,7 +134,11 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
         ok = value >= limit if at_least else value <= limit
         found.append({"name": name, "value": value, "target": f"{'>=' if at_least else '<='} {limit:g}", "ok": ok})
 
-    target("step p50 / floor INSERT p50 (PostgreSQL target)", out["step"]["p50_over_floor_p50"]["median"], 2)
+    # The floor is a committed write: on PostgreSQL a WAL flush; SQLite in WAL mode with
+    # synchronous=NORMAL does not sync on commit, so its floor is microseconds of C and the
+    # ratio measures Python, not durability. The issue sets this target for PostgreSQL.
+    if out["backend"] == "postgres":
+        target("step p50 / floor INSERT p50", out["step"]["p50_over_floor_p50"]["median"], 2)
     if "vs_dbos" in out["throughput"]:
         target("throughput / DBOS", out["throughput"]["vs_dbos"]["median"], 2, at_least=True)
     target("throughput / Celery chain", out["throughput"]["vs_chain"]["median"], 1, at_least=True)

@@ -62,7 +62,7 @@ class OrmJournal:
         self._lease = None
         self._queue = ""
         self._claimed_at: tuple[datetime, float] | None = None
-        self._cursor = None
+        self._db = self._sql = self._cursor = None
 
     # Journal protocol -----------------------------------------------------------------
 
