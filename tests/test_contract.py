@@ -109,6 +109,24 @@ def duplicate_key_wf(ctx, params):
     ctx.step.run("same", lambda: 2)
 
 
+@durableflow.workflow("contract.bad-keys")
+def bad_keys_wf(ctx, params):
+    codes = []
+    for key in ("", "$reserved", "k" * 256):
+        try:
+            ctx.step.run(key, lambda: 1)
+        except WorkflowValueError as exc:
+            codes.append(exc.code)
+    return codes
+
+
+def test_invalid_step_keys_are_refused(backend):
+    execution_id = backend.start("contract.bad-keys")
+    backend.deliver(execution_id)
+    assert backend.get(execution_id).result == ["INVALID_STEP_KEY"] * 3
+    assert backend.records(execution_id) == []
+
+
 def test_reaching_a_step_key_twice_raises_duplicate_step_key(backend):
     execution_id = backend.start("contract.duplicate-key")
     backend.deliver(execution_id)
@@ -243,7 +261,10 @@ def _fails_until(name: str, successes_after: int, exc_type=ValueError):
 def retry_policy_wf(ctx, params):
     try:
         return ctx.step.run(
-            "flaky", _fails_until, "flaky", params["failures"],
+            "flaky",
+            _fails_until,
+            "flaky",
+            params["failures"],
             retry=Retry(max_attempts=3, interval=2, backoff=3),
         )
     except ValueError as exc:
@@ -256,7 +277,9 @@ def test_a_retry_policy_retries_plain_exceptions_with_durable_backoff(backend):
     backend.deliver(execution_id)
     first_wait = backend.get(execution_id)
     assert (first_wait.status, first_wait.waiting_for["kind"], first_wait.waiting_for["attempt"]) == (
-        "waiting", "retry", 1,
+        "waiting",
+        "retry",
+        1,
     )
     first_wake = first_wait.wake_at
     backend.advance(1.9)
@@ -371,8 +394,9 @@ def test_a_step_timeout_bounds_one_attempt(backend):
 @durableflow.workflow("contract.poll")
 def poll_wf(ctx, params):
     try:
-        return ctx.step.poll("ready", lambda: counted("poll") >= params["ready_at"] and "ready",
-                             interval=3, max_attempts=3)
+        return ctx.step.poll(
+            "ready", lambda: counted("poll") >= params["ready_at"] and "ready", interval=3, max_attempts=3
+        )
     except durableflow.WaitTimeout as exc:
         return exc.code
 
@@ -398,8 +422,11 @@ def test_poll_gives_up_with_wait_timeout(backend):
 def helpers_wf(ctx, params):
     values = {"now": ctx.now().isoformat(), "random": ctx.random(), "uuid": str(ctx.uuid())}
     ctx.step.sleep("pause", 60)
-    return {"before": values, "after": {"now": ctx.now().isoformat(), "random": ctx.random(), "uuid": str(ctx.uuid())},
-            "replayed": {"now": values["now"]}}
+    return {
+        "before": values,
+        "after": {"now": ctx.now().isoformat(), "random": ctx.random(), "uuid": str(ctx.uuid())},
+        "replayed": {"now": values["now"]},
+    }
 
 
 def test_now_random_and_uuid_are_the_same_on_every_replay(backend):

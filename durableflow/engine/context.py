@@ -33,6 +33,8 @@ __all__ = ["EngineSettings", "Context", "StepAPI", "Suspend"]
 
 logger = logging.getLogger("durableflow.engine")
 
+MAX_KEY_LENGTH = 255  # StepRecord.key
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -118,6 +120,10 @@ class Context:
             if key.startswith("$"):
                 raise exceptions.WorkflowValueError(
                     "INVALID_STEP_KEY", f"step key {key!r}: keys starting with '$' are reserved"
+                )
+            if len(key) > MAX_KEY_LENGTH:
+                raise exceptions.WorkflowValueError(
+                    "INVALID_STEP_KEY", f"step key {key[:40]!r}...: at most {MAX_KEY_LENGTH} characters"
                 )
             return key, args[1:]
         frame = sys._getframe(depth)
@@ -418,9 +424,7 @@ def _validate(key: str, schema: Any, value: Any) -> tuple[bool, Any]:
     try:
         return True, adapter.validate_python(value)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'/'.join(str(p) for p in err['loc']) or '/'}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(f"{'/'.join(str(p) for p in err['loc']) or '/'}: {err['msg']}" for err in exc.errors())
         return False, exceptions.WorkflowValueError(
             "STEP_SCHEMA_INVALID", f"step {key!r} value failed its schema: {problems}", step=key
         )
