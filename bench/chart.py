@@ -13,9 +13,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+
+def _step_over_floor(summary):
+    # A PostgreSQL target: SQLite's floor does not sync, so its ratio measures Python.
+    if summary["backend"] != "postgres":
+        raise KeyError("postgres only")
+    return summary["step"]["p50_over_floor_p50"]["median"]
+
+
 # (label, how to read it, target, higher is better)
 HEADLINES = [
-    ("step p50 / INSERT floor p50", lambda s: s["step"]["p50_over_floor_p50"]["median"], 2, False),
+    ("step p50 / INSERT floor p50", _step_over_floor, 2, False),
     ("DBOS step cost / ours", lambda s: 1 / s["step"]["marginal_vs_dbos"]["median"], None, True),
     ("throughput / DBOS", lambda s: s["throughput"]["vs_dbos"]["median"], 2, True),
     ("throughput / Celery chain", lambda s: s["throughput"]["vs_chain"]["median"], 1, True),
@@ -39,8 +47,16 @@ def main() -> None:
         ax.bar_label(bars, fmt="%.2f")
         if target is not None:
             ax.axhline(target, color="#c0392b", linestyle="--", linewidth=1)
-            ax.text(0.02, target, f" target {'≥' if higher else '≤'} {target}", color="#c0392b",
-                    va="bottom", fontsize=8, transform=ax.get_yaxis_transform())
+            ax.text(
+                0.98,
+                target,
+                f"target {'≥' if higher else '≤'} {target} ",
+                color="#c0392b",
+                ha="right",
+                va="bottom",
+                fontsize=8,
+                transform=ax.get_yaxis_transform(),
+            )
         ax.set_title(label + (" (higher is better)" if higher else " (lower is better)"), fontsize=9)
         ax.set_ylim(0, max(values + [target or 0]) * 1.3 if values else 1)
     fig.suptitle("durableflow benchmark: ratios measured in one run (medians of alternating rounds)", fontsize=10)
