@@ -23,16 +23,40 @@ ROOT = Path(__file__).resolve().parent.parent
 PEER_VENV = ROOT / "bench" / ".venv-peer"
 
 FULL = {
-    "rounds": 3, "floor_n": 100, "steps": [1, 10, 100], "step_repeats": 5,
-    "latency_steps": [1, 10], "latency_n": 30, "throughput_workflows": 1000, "throughput_steps": 10,
-    "replay_lengths": [10, 1000, 10000], "replay_repeats": 5, "timers": 200, "timer_range": [1, 3],
-    "memory_total": 10000, "memory_batch": 500, "list_sizes": [1000, 1000000], "list_repeats": 30,
+    "rounds": 3,
+    "floor_n": 100,
+    "steps": [1, 10, 100],
+    "step_repeats": 5,
+    "latency_steps": [1, 10],
+    "latency_n": 30,
+    "throughput_workflows": 1000,
+    "throughput_steps": 10,
+    "replay_lengths": [10, 1000, 10000],
+    "replay_repeats": 5,
+    "timers": 200,
+    "timer_range": [1, 3],
+    "memory_total": 10000,
+    "memory_batch": 500,
+    "list_sizes": [1000, 1000000],
+    "list_repeats": 30,
 }
 SMOKE = {
-    "rounds": 1, "floor_n": 10, "steps": [1, 10], "step_repeats": 2,
-    "latency_steps": [1], "latency_n": 3, "throughput_workflows": 10, "throughput_steps": 3,
-    "replay_lengths": [5, 20], "replay_repeats": 2, "timers": 3, "timer_range": [1, 1.5],
-    "memory_total": 20, "memory_batch": 10, "list_sizes": [300, 1000], "list_repeats": 3,
+    "rounds": 1,
+    "floor_n": 10,
+    "steps": [1, 10],
+    "step_repeats": 2,
+    "latency_steps": [1],
+    "latency_n": 3,
+    "throughput_workflows": 10,
+    "throughput_steps": 3,
+    "replay_lengths": [5, 20],
+    "replay_repeats": 2,
+    "timers": 3,
+    "timer_range": [1, 1.5],
+    "memory_total": 20,
+    "memory_batch": 10,
+    "list_sizes": [300, 1000],
+    "list_repeats": 3,
 }
 PG = "postgresql://postgres@127.0.0.1:5432"
 
@@ -45,8 +69,10 @@ def peer_python() -> str:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
     if not stamp.exists() or stamp.read_text() != requirements.read_text():
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "-r", str(requirements)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r", str(requirements)],
+            check=True,
+        )
         stamp.write_text(requirements.read_text())
     return str(python)
 
@@ -59,19 +85,35 @@ def backend_setup(backend: str, var: Path, tag: str) -> tuple[dict[str, str], di
 
         for db in (12, 13):
             redis.Redis(port=6379, db=db).flushdb()
-        env = {"DATABASE_URL": f"{PG}/{names[0]}", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",
-               "CELERY_RESULT_BACKEND": "redis://127.0.0.1:6379/12", "DURABLEFLOW_VAR_DIR": str(var / "postgres")}
+        env = {
+            "DATABASE_URL": f"{PG}/{names[0]}",
+            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",
+            "CELERY_RESULT_BACKEND": "redis://127.0.0.1:6379/12",
+            "DURABLEFLOW_VAR_DIR": str(var / "postgres"),
+        }
         list_env = {**env, "DATABASE_URL": f"{PG}/{names[2]}"}
-        config = {"admin_url": f"{PG}/postgres", "pg_databases": names[:2], "dbos_url": f"{PG}/{names[1]}",
-                  "list_database": names[2]}
+        config = {
+            "admin_url": f"{PG}/postgres",
+            "pg_databases": names[:2],
+            "dbos_url": f"{PG}/{names[1]}",
+            "list_database": names[2],
+        }
     else:
         home, list_home = var / "embedded", var / "embedded-list"
-        env = {"DATABASE_URL": f"sqlite:///{home / 'bench.sqlite3'}", "CELERY_BROKER_URL": "filesystem://",
-               "CELERY_FILESYSTEM_DIR": str(home / "broker"), "CELERY_RESULT_BACKEND": f"file://{home / 'results'}",
-               "DURABLEFLOW_VAR_DIR": str(home)}
+        env = {
+            "DATABASE_URL": f"sqlite:///{home / 'bench.sqlite3'}",
+            "CELERY_BROKER_URL": "filesystem://",
+            "CELERY_FILESYSTEM_DIR": str(home / "broker"),
+            "CELERY_RESULT_BACKEND": f"file://{home / 'results'}",
+            "DURABLEFLOW_VAR_DIR": str(home),
+        }
         list_home.mkdir(parents=True, exist_ok=True)
-        list_env = {**env, "DATABASE_URL": f"sqlite:///{list_home / 'list.sqlite3'}",
-                    "DURABLEFLOW_VAR_DIR": str(list_home), "CELERY_FILESYSTEM_DIR": str(list_home / "broker")}
+        list_env = {
+            **env,
+            "DATABASE_URL": f"sqlite:///{list_home / 'list.sqlite3'}",
+            "DURABLEFLOW_VAR_DIR": str(list_home),
+            "CELERY_FILESYSTEM_DIR": str(list_home / "broker"),
+        }
         config = {"dbos_url": f"sqlite:///{home / 'dbos.sqlite3'}"}
     return env, list_env, {"backend": backend, **config}
 
@@ -79,8 +121,12 @@ def backend_setup(backend: str, var: Path, tag: str) -> tuple[dict[str, str], di
 def run_child(module: str, env: dict[str, str], config: dict, out: Path) -> dict:
     config_path = out.with_suffix(".config.json")
     config_path.write_text(json.dumps(config))
-    subprocess.run([sys.executable, "-m", module, str(config_path), str(out)], cwd=ROOT,
-                   env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, check=True)
+    subprocess.run(
+        [sys.executable, "-m", module, str(config_path), str(out)],
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        check=True,
+    )
     return json.loads(out.read_text())
 
 
@@ -107,8 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     for backend in args.backends.split(","):
         print(f"benchmark on the {backend} backend ({'smoke' if args.smoke else 'full'} sizes)", flush=True)
         env, list_env, config = backend_setup(backend, out_dir / "var", tag)
-        config.update(sizes=sizes, peer_python=peer, dbos_worker_concurrency=args.dbos_worker_concurrency,
-                      dbos_polling=args.dbos_polling)
+        config.update(
+            sizes=sizes,
+            peer_python=peer,
+            dbos_worker_concurrency=args.dbos_worker_concurrency,
+            dbos_polling=args.dbos_polling,
+        )
         raw = run_child("bench.backend", env, config, out_dir / f"raw-{backend}.json")
         print(f"  [{backend}] list queries", flush=True)
         raw["listing"] = run_child("bench.listing_run", list_env, config, out_dir / f"list-{backend}.json")

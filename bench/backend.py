@@ -40,22 +40,52 @@ def run_dbos(config: dict[str, Any]) -> dict[str, Any]:
     script = str(ROOT / "bench" / "peers" / "dbos_peer.py")
     base = [config["peer_python"], script]
     steps = subprocess.run(
-        [*base, "steps", "--url", config["dbos_url"], "--sizes", *map(str, sizes["steps"]),
-         "--repeats", str(sizes["step_repeats"])],
-        capture_output=True, text=True, timeout=900,
+        [
+            *base,
+            "steps",
+            "--url",
+            config["dbos_url"],
+            "--sizes",
+            *map(str, sizes["steps"]),
+            "--repeats",
+            str(sizes["step_repeats"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     queue = subprocess.run(
-        [*base, "queue", "--url", config["dbos_url"], "--latency-sizes", *map(str, sizes["latency_steps"]),
-         "--latency-n", str(sizes["latency_n"]), "--throughput-n", str(sizes["throughput_workflows"]),
-         "--throughput-steps", str(sizes["throughput_steps"]), "--workers", "2",
-         "--worker-concurrency", str(config["dbos_worker_concurrency"]), "--polling", str(config["dbos_polling"])],
-        capture_output=True, text=True, timeout=1800,
+        [
+            *base,
+            "queue",
+            "--url",
+            config["dbos_url"],
+            "--latency-sizes",
+            *map(str, sizes["latency_steps"]),
+            "--latency-n",
+            str(sizes["latency_n"]),
+            "--throughput-n",
+            str(sizes["throughput_workflows"]),
+            "--throughput-steps",
+            str(sizes["throughput_steps"]),
+            "--workers",
+            "2",
+            "--worker-concurrency",
+            str(config["dbos_worker_concurrency"]),
+            "--polling",
+            str(config["dbos_polling"]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     for done in (steps, queue):
         if done.returncode != 0:
             raise RuntimeError(f"the DBOS peer failed:\n{done.stderr[-4000:]}")
-    return {"steps": json.loads(steps.stdout.strip().splitlines()[-1]),
-            "queue": json.loads(queue.stdout.strip().splitlines()[-1])}
+    return {
+        "steps": json.loads(steps.stdout.strip().splitlines()[-1]),
+        "queue": json.loads(queue.stdout.strip().splitlines()[-1]),
+    }
 
 
 def main() -> None:
@@ -91,8 +121,9 @@ def main() -> None:
         results["timers"] = live.timers(sizes["timers"], *sizes["timer_range"])
         beat.stop()
         memory_worker = cluster.worker("bench-memory", concurrency=1, loglevel="warning", ready=READY_LINE)
-        results["memory"] = live.memory(memory_worker, "bench-memory", sizes["memory_total"],
-                                        sizes["memory_batch"], steps=1)
+        results["memory"] = live.memory(
+            memory_worker, "bench-memory", sizes["memory_total"], sizes["memory_batch"], steps=1
+        )
     finally:
         cluster.stop_all()
     out.write_text(json.dumps(results, indent=1))

@@ -37,13 +37,18 @@ class Floor:
             self.conn = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, v TEXT)"
-                          if connection.vendor == "sqlite" else
-                          "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, v text)")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, v TEXT)"
+            if connection.vendor == "sqlite"
+            else "CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, v text)"
+        )
 
     def sample(self, n: int) -> list[float]:
-        insert = "INSERT INTO bench_floor (v) VALUES (%s)" if connection.vendor == "postgresql" else \
-            "INSERT INTO bench_floor (v) VALUES (?)"
+        insert = (
+            "INSERT INTO bench_floor (v) VALUES (%s)"
+            if connection.vendor == "postgresql"
+            else "INSERT INTO bench_floor (v) VALUES (?)"
+        )
         return [timed_ms(lambda: self.conn.execute(insert, ("x",))) for _ in range(n)]
 
     def close(self) -> None:
@@ -111,11 +116,13 @@ def _shape(steps: int) -> dict[str, Any]:
             operations.deliver(execution.id)
         after = _xid()
         queries = [q["sql"] for q in captured.captured_queries]
-        shapes.append({
-            "queries": len(queries),
-            "selects": sum(sql.startswith("SELECT") for sql in queries),
-            "write_transactions": None if before is None else after - before,
-        })
+        shapes.append(
+            {
+                "queries": len(queries),
+                "selects": sum(sql.startswith("SELECT") for sql in queries),
+                "write_transactions": None if before is None else after - before,
+            }
+        )
     return min(shapes, key=lambda shape: shape["write_transactions"] or 0)
 
 
@@ -162,4 +169,3 @@ def replay(lengths: list[int], repeats: int) -> dict[str, Any]:
             _expect(execution.id, "waiting")
         out[str(n)] = {"live_ms": live, "replay_ms": summary(replays)}
     return out
-

@@ -26,9 +26,19 @@ PAGE = 50
 def _finished(now, rng: random.Random) -> Execution:
     status = rng.choices(["completed", "failed", "cancelled"], [95, 4, 1])[0]
     created = now - timedelta(seconds=rng.uniform(60, 30 * 86400))
-    return Execution(id=uuid.uuid4().hex, workflow=rng.choice(WORKFLOWS), status=status, params={}, queue="q",
-                     root_id="r", created_at=created, enqueued_at=created, finished_at=created, deliveries=1,
-                     result={"ok": True} if status == "completed" else None)
+    return Execution(
+        id=uuid.uuid4().hex,
+        workflow=rng.choice(WORKFLOWS),
+        status=status,
+        params={},
+        queue="q",
+        root_id="r",
+        created_at=created,
+        enqueued_at=created,
+        finished_at=created,
+        deliveries=1,
+        result={"ok": True} if status == "completed" else None,
+    )
 
 
 def _live(now, rng: random.Random) -> list[Execution]:
@@ -38,8 +48,18 @@ def _live(now, rng: random.Random) -> list[Execution]:
     def add(count, enqueued_at=None, **fields):
         for _ in range(count):
             created = now - timedelta(seconds=rng.uniform(0, 3600))
-            rows.append(Execution(id=uuid.uuid4().hex, workflow=rng.choice(WORKFLOWS), params={}, queue="q",
-                                  root_id="r", created_at=created, enqueued_at=enqueued_at or created, **fields))
+            rows.append(
+                Execution(
+                    id=uuid.uuid4().hex,
+                    workflow=rng.choice(WORKFLOWS),
+                    params={},
+                    queue="q",
+                    root_id="r",
+                    created_at=created,
+                    enqueued_at=enqueued_at or created,
+                    **fields,
+                )
+            )
 
     for _ in range(100):
         add(1, status="waiting", wake_at=now + timedelta(seconds=rng.uniform(60, 86400)))
@@ -76,7 +96,9 @@ def queries() -> dict[str, Callable[[], Any]]:
         # The sweep's two questions, as operations.sweep asks them.
         "sweep_due": lambda: list(Execution.objects.due().order_by("wake_at").values_list("id", "queue")[:batch]),
         "sweep_stale": lambda: list(
-            Execution.objects.stale(df_settings.LEASE_SECONDS).order_by("enqueued_at").values_list("id", "queue")[:batch]
+            Execution.objects.stale(df_settings.LEASE_SECONDS)
+            .order_by("enqueued_at")
+            .values_list("id", "queue")[:batch]
         ),
     }
 

@@ -62,8 +62,7 @@ def latency(sizes: list[int], n: int) -> dict[str, Any]:
             for bucket, measure in pair if i % 2 == 0 else reversed(pair):
                 bucket.append(measure(size))
         samples["durableflow"][str(size)], samples["chain"][str(size)] = ours, theirs
-    return {system: {size: summary(values) for size, values in by_size.items()}
-            for system, by_size in samples.items()}
+    return {system: {size: summary(values) for size, values in by_size.items()} for system, by_size in samples.items()}
 
 
 # Throughput: a batch started at once, timed to its last completion ----------------------------------
@@ -74,7 +73,9 @@ def durableflow_throughput(workflows: int, steps: int) -> dict[str, float]:
     ids = [durableflow.start("bench.steps", {"steps": steps}).id for _ in range(workflows)]
     # Executions finish roughly in the order they were started: wait for each in turn.
     for execution_id in ids:
-        wait_until(lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="the batch")
+        wait_until(
+            lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="the batch"
+        )
     return _rates(workflows, steps, time.perf_counter() - started)
 
 
@@ -102,14 +103,24 @@ def timers(count: int, low: float, high: float) -> dict[str, Any]:
     durations = [low + (high - low) * i / max(count - 1, 1) for i in range(count)]
     ids = [durableflow.start("bench.sleep", {"seconds": seconds}).id for seconds in durations]
     for execution_id in ids:
-        wait_until(lambda execution_id=execution_id: _completed(execution_id), timeout=high + 60, interval=0.05, what="the timers")
+        wait_until(
+            lambda execution_id=execution_id: _completed(execution_id),
+            timeout=high + 60,
+            interval=0.05,
+            what="the timers",
+        )
     lateness = []
     for execution_id in ids:
         due = StepRecord.objects.get(execution_id=execution_id, key="timer").meta["until"]
         woke = Execution.objects.values_list("result", flat=True).get(pk=execution_id)
         lateness.append(woke - datetime.fromisoformat(due).timestamp())
-    return {"lateness_s": summary(lateness), "max_s": max(lateness), "min_s": min(lateness),
-            "sleeps": count, "range_s": [low, high]}
+    return {
+        "lateness_s": summary(lateness),
+        "max_s": max(lateness),
+        "min_s": min(lateness),
+        "sleeps": count,
+        "range_s": [low, high],
+    }
 
 
 # Memory -------------------------------------------------------------------------------------------
@@ -122,7 +133,12 @@ def memory(worker, queue: str, total: int, batch: int, steps: int) -> dict[str, 
     while done < total:
         ids = [durableflow.start("bench.steps", {"steps": steps}, queue=queue).id for _ in range(batch)]
         for execution_id in ids:
-            wait_until(lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="a memory batch")
+            wait_until(
+                lambda execution_id=execution_id: _completed(execution_id),
+                timeout=600,
+                interval=0.01,
+                what="a memory batch",
+            )
         done += batch
         children = worker.children()
         if len(children) != 1:

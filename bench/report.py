@@ -48,7 +48,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
             "write_transactions_per_step": steps[-1]["per_step"].get("write_transactions"),
             "shape": steps[-1]["shape"],
         },
-        "throughput": {}, "latency": {},
+        "throughput": {},
+        "latency": {},
     }
     ours_tp = [r["durableflow"]["throughput"]["workflows_per_s"] for r in rounds]
     chain_tp = [r["chain"]["throughput"]["workflows_per_s"] for r in rounds]
@@ -119,8 +120,14 @@ def _listing(listing: dict[str, Any]) -> dict[str, Any]:
     small, large = listing["sizes"][str(sizes[0])], listing["sizes"][str(sizes[-1])]
     return {
         "rows": {"small": small["rows"], "large": large["rows"]},
-        "ms": {name: {"small": small["ms"][name], "large": large["ms"][name],
-                      "ratio": large["ms"][name] / small["ms"][name]} for name in small["ms"]},
+        "ms": {
+            name: {
+                "small": small["ms"][name],
+                "large": large["ms"][name],
+                "ratio": large["ms"][name] / small["ms"][name],
+            }
+            for name in small["ms"]
+        },
         "plans": listing["plans"],
     }
 
@@ -161,8 +168,10 @@ def table(summary: dict[str, Any]) -> str:
         if stats is None:
             return
         if isinstance(stats, dict):
-            lines.append(f"  {label:<46} {stats['median']:>10.3f}{unit}   (rounds {stats['rounds']}, "
-                         f"spread {stats['spread_pct']:.0f}%: {stats['min']:.3f}..{stats['max']:.3f})")
+            lines.append(
+                f"  {label:<46} {stats['median']:>10.3f}{unit}   (rounds {stats['rounds']}, "
+                f"spread {stats['spread_pct']:.0f}%: {stats['min']:.3f}..{stats['max']:.3f})"
+            )
         else:
             lines.append(f"  {label:<46} {stats:>10.3f}{unit}")
 

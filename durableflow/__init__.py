@@ -1,14 +1,14 @@
 """durableflow: durable workflows for Django, run by Celery workers.
 
-    import durableflow
+import durableflow
 
-    @durableflow.workflow("greet", version="1")
-    def greet(ctx, params):
-        name = ctx.step.run("load-name", load_name, params["user_id"])
-        ctx.step.sleep("wait", 60)
-        return {"greeting": f"Hello {name}"}
+@durableflow.workflow("greet", version="1")
+def greet(ctx, params):
+    name = ctx.step.run("load-name", load_name, params["user_id"])
+    ctx.step.sleep("wait", 60)
+    return {"greeting": f"Hello {name}"}
 
-    execution = durableflow.start("greet", {"user_id": 7})
+execution = durableflow.start("greet", {"user_id": 7})
 """
 
 from __future__ import annotations

@@ -47,9 +47,23 @@ class ExecutionAdmin(admin.ModelAdmin):
     inlines = [StepRecordInline]
     actions = ["cancel_executions", "retry_executions"]
     fields = (
-        "id", "workflow", "version", "status", "queue", "idempotency_key", "parent", "root_id",
-        "created_at", "started_at", "finished_at", "waiting_for", "wake_at", "deliveries",
-        "pretty_params", "pretty_result", "pretty_error",
+        "id",
+        "workflow",
+        "version",
+        "status",
+        "queue",
+        "idempotency_key",
+        "parent",
+        "root_id",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "waiting_for",
+        "wake_at",
+        "deliveries",
+        "pretty_params",
+        "pretty_result",
+        "pretty_error",
     )
     readonly_fields = fields
 

@@ -48,8 +48,7 @@ class Settings:
         unknown = set(value) - set(DEFAULTS)
         if unknown:
             raise ImproperlyConfigured(
-                f"Unknown DURABLEFLOW setting(s): {', '.join(sorted(unknown))}. "
-                f"Known: {', '.join(sorted(DEFAULTS))}."
+                f"Unknown DURABLEFLOW setting(s): {', '.join(sorted(unknown))}. Known: {', '.join(sorted(DEFAULTS))}."
             )
         return value
 

@@ -111,9 +111,7 @@ class RetryableError(DurableflowError):
 
 
 def _rebuild_retryable(message, max_attempts, retry_interval, code):
-    return RetryableError(
-        message, max_attempts=max_attempts, retry_interval=retry_interval, code=code
-    )
+    return RetryableError(message, max_attempts=max_attempts, retry_interval=retry_interval, code=code)
 
 
 class StepTimeout(DurableflowError):

@@ -12,6 +12,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timedelta
+
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Exists, OuterRef
 
@@ -32,7 +33,6 @@ from durableflow.sql import cursor as sql_cursor
 __all__ = ["OrmJournal"]
 
 logger = logging.getLogger("durableflow.journal")
-
 
 
 class OrmJournal:
@@ -159,4 +159,3 @@ class OrmJournal:
         if self._lease is not None:
             self._lease.lost = True
         raise LeaseLost(self.execution_id)
-

@@ -52,17 +52,13 @@ class Execution(models.Model):
     id = models.CharField(primary_key=True, max_length=200)
     workflow = models.CharField(max_length=200)
     version = models.CharField(max_length=64, default="1")
-    status = models.CharField(
-        max_length=24, choices=[(s, s.replace("_", " ")) for s in S.choices], default=S.PENDING
-    )
+    status = models.CharField(max_length=24, choices=[(s, s.replace("_", " ")) for s in S.choices], default=S.PENDING)
     params = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     queue = models.CharField(max_length=200)
-    parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
-    )
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     root_id = models.CharField(max_length=200, db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
     # What a waiting execution waits for ({"kind": "timer", "step": ..., "until": ...}),

@@ -51,9 +51,7 @@ def start(
     ``execution_id``) returns the first execution, or raises ``IDEMPOTENCY_CONFLICT`` if the
     params differ. Invalid input raises ``WorkflowStartError`` and writes nothing.
     """
-    return start_execution(
-        workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue
-    )[0]
+    return start_execution(workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue)[0]
 
 
 def start_execution(workflow, params=None, *, execution_id=None, idempotency_key=None, queue=None):
@@ -218,8 +216,9 @@ def publish(execution_id: str, queue: str | None = None) -> bool:
             retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2},
         )
     except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
-        logger.warning("could not publish a delivery of execution %s; the sweep will resend it", execution_id,
-                       exc_info=True)
+        logger.warning(
+            "could not publish a delivery of execution %s; the sweep will resend it", execution_id, exc_info=True
+        )
         return False
     return True
 

@@ -35,9 +35,14 @@ class Statements:
             self._moment = "(STATEMENT_TIMESTAMP() + %({name})s * INTERVAL '1 second')"
             # Typed placeholders: the statements are prepared (server-side binding), and an
             # INSERT ... SELECT does not infer parameter types from its target columns.
-            casts = {"attempts": "::integer", "started_at": "::timestamptz", "finished_at": "::timestamptz",
-                     "wake_at": "::timestamptz", "lease_expires_at": "::timestamptz",
-                     **{name: "::jsonb" for name in (*_JSON, "result")}}
+            casts = {
+                "attempts": "::integer",
+                "started_at": "::timestamptz",
+                "finished_at": "::timestamptz",
+                "wake_at": "::timestamptz",
+                "lease_expires_at": "::timestamptz",
+                **{name: "::jsonb" for name in (*_JSON, "result")},
+            }
         else:
             self._moment = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %({name})s)"
             casts = {}
@@ -99,8 +104,12 @@ class Statements:
         return seconds if self.vendor == "postgresql" else f"{seconds:+.6f} seconds"
 
     def claim_params(self, execution_id: str, token: str, lease_seconds: float, offset: float) -> dict:
-        return {"id": execution_id, "token": token, "now": self.moment(offset),
-                "until": self.moment(offset + lease_seconds)}
+        return {
+            "id": execution_id,
+            "token": token,
+            "now": self.moment(offset),
+            "until": self.moment(offset + lease_seconds),
+        }
 
     def insert_params(self, record: StepRecordData, execution_id: str, token: str, adapt) -> dict:
         params: dict[str, Any] = {"execution_id": execution_id, "token": token}
@@ -128,8 +137,15 @@ def decode_record(row: tuple) -> StepRecordData:
     # Runs once per recorded step on every delivery: kept plain on purpose.
     key, kind, status, attempts, value, error, meta, started_at, finished_at = row
     return StepRecordData(
-        key, kind, status, attempts, _loads(value), _loads(error),
-        {} if meta in ("{}", None) else _loads(meta), aware(started_at), aware(finished_at),
+        key,
+        kind,
+        status,
+        attempts,
+        _loads(value),
+        _loads(error),
+        {} if meta in ("{}", None) else _loads(meta),
+        aware(started_at),
+        aware(finished_at),
     )
 
 

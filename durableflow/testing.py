@@ -39,8 +39,7 @@ class WorkflowTester(InMemoryBackend):
             due = [e.wake_at for e in self.executions.values() if e.status == ExecutionStatus.WAITING and e.wake_at]
             if not due:
                 raise exceptions.WaitTimeout(
-                    message=f"execution {execution_id} waits for something no timer will bring: "
-                    f"{execution.waiting_for}"
+                    message=f"execution {execution_id} waits for something no timer will bring: {execution.waiting_for}"
                 )
             self.advance(max(0.0, (min(due) - self.clock()).total_seconds()))
         raise RuntimeError(f"execution {execution_id} did not finish in {max_deliveries} deliveries")
@@ -52,11 +51,11 @@ class WorkflowTester(InMemoryBackend):
             return execution.result
         if execution.status in TERMINAL:
             raise exceptions.ExecutionFailed(
-                message=f"execution {execution_id} is {execution.status}", status=execution.status,
+                message=f"execution {execution_id} is {execution.status}",
+                status=execution.status,
                 error=execution.error,
             )
         raise exceptions.WaitTimeout(message=f"execution {execution_id} is still {execution.status}")
 
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}
-

@@ -152,6 +152,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "loggers": {"durableflow": {"handlers": ["console"], "level": os.environ.get("DURABLEFLOW_LOG_LEVEL", "INFO"),
-                                "propagate": False}},
+    "loggers": {
+        "durableflow": {
+            "handlers": ["console"],
+            "level": os.environ.get("DURABLEFLOW_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        }
+    },
 }

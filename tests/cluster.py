@@ -111,13 +111,26 @@ class Cluster:
         process = self._spawn(
             name,
             [
-                "worker", "-Q", queues, "-c", str(concurrency), "--pool", "prefork", "-n", f"{name}@%h",
-                "-l", loglevel, "--without-gossip", "--without-mingle", "--without-heartbeat",
+                "worker",
+                "-Q",
+                queues,
+                "-c",
+                str(concurrency),
+                "--pool",
+                "prefork",
+                "-n",
+                f"{name}@%h",
+                "-l",
+                loglevel,
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
             ],
         )
         # ``ready``: a line the worker prints once it consumes (Celery's own is logged at INFO).
-        wait_for(lambda: ready in process.log() or not process.alive(), timeout=60,
-                 what=f"worker {process.name} to start")
+        wait_for(
+            lambda: ready in process.log() or not process.alive(), timeout=60, what=f"worker {process.name} to start"
+        )
         if not process.alive():
             raise RuntimeError(f"worker {process.name} died at start:\n{process.log()}")
         return process
@@ -125,8 +138,16 @@ class Cluster:
     def beat(self, loglevel: str = "info") -> Process:
         return self._spawn(
             "beat",
-            ["beat", "-S", "django_celery_beat.schedulers:DatabaseScheduler", "--max-interval", "1",
-             "--pidfile=", "-l", loglevel],
+            [
+                "beat",
+                "-S",
+                "django_celery_beat.schedulers:DatabaseScheduler",
+                "--max-interval",
+                "1",
+                "--pidfile=",
+                "-l",
+                loglevel,
+            ],
         )
 
     def stop_all(self) -> None:

@@ -11,14 +11,32 @@ from durableflow import exceptions
 
 
 def test_public_api_is_pinned():
-    assert sorted(durableflow.__all__) == sorted([
-        "workflow", "Retry", "RateLimit", "Concurrency",
-        "start", "cancel", "retry", "result",
-        "DurableflowError", "WorkflowStartError", "WorkflowValueError", "NonDeterminismError",
-        "RetryableError", "StepTimeout", "StepError", "WaitTimeout", "ChildExecutionError",
-        "WorkflowEffectError", "EffectDeliveryError", "ExecutionFailed", "ExecutionNotFound",
-        "InvalidTransition",
-    ])
+    assert sorted(durableflow.__all__) == sorted(
+        [
+            "workflow",
+            "Retry",
+            "RateLimit",
+            "Concurrency",
+            "start",
+            "cancel",
+            "retry",
+            "result",
+            "DurableflowError",
+            "WorkflowStartError",
+            "WorkflowValueError",
+            "NonDeterminismError",
+            "RetryableError",
+            "StepTimeout",
+            "StepError",
+            "WaitTimeout",
+            "ChildExecutionError",
+            "WorkflowEffectError",
+            "EffectDeliveryError",
+            "ExecutionFailed",
+            "ExecutionNotFound",
+            "InvalidTransition",
+        ]
+    )
     for name in durableflow.__all__:
         assert getattr(durableflow, name) is not None
 

@@ -17,11 +17,18 @@ pytestmark = pytest.mark.bench
 
 def test_the_benchmark_runs_end_to_end_at_smoke_sizes(tmp_path):
     backend = "postgres" if settings.DATABASES["default"]["ENGINE"].endswith("postgresql") else "embedded"
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "CELERY_FILESYSTEM_DIR")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE", "CELERY_FILESYSTEM_DIR")
+    }
     finished = subprocess.run(
         [sys.executable, "-m", "bench", "--smoke", "--backends", backend, "--out", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
 

@@ -69,8 +69,9 @@ def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published):
         Execution.objects.filter(pk=execution.pk).update(
             status="waiting", wake_at=wake_at, waiting_for={"kind": "timer", "step": "nap"}
         )
-        StepRecord.objects.create(execution=execution, key="nap", kind="sleep", status="waiting",
-                                  meta={"until": wake_at.isoformat()})
+        StepRecord.objects.create(
+            execution=execution, key="nap", kind="sleep", status="waiting", meta={"until": wake_at.isoformat()}
+        )
     Execution.objects.filter(pk__in=[overdue.pk, leased.pk]).update(enqueued_at=now - timedelta(minutes=5))
     Execution.objects.filter(pk=leased.pk).update(
         status="running", lease_token="x" * 32, lease_expires_at=now + timedelta(minutes=1)

@@ -13,9 +13,14 @@ PRODUCERS, CONSUMERS, PER_PRODUCER = 3, 3, 300
 
 
 def _connection(folder: str) -> Connection:
-    options = {"data_folder_in": f"{folder}/queue", "data_folder_out": f"{folder}/queue",
-               "processed_folder": f"{folder}/processed", "control_folder": f"{folder}/control",
-               "store_processed": False, "polling_interval": 0.01}
+    options = {
+        "data_folder_in": f"{folder}/queue",
+        "data_folder_out": f"{folder}/queue",
+        "processed_folder": f"{folder}/processed",
+        "control_folder": f"{folder}/control",
+        "store_processed": False,
+        "polling_interval": 0.01,
+    }
     return Connection("filesystem://", transport=FilesystemTransport, transport_options=options)
 
 

@@ -35,20 +35,26 @@ def steps(n: int) -> int:
 
 
 def launch(url: str, executor_id: str) -> None:
-    DBOS(config={
-        "name": APP,
-        "system_database_url": url,
-        "log_level": "WARNING",
-        "executor_id": executor_id,
-        "application_version": "bench",
-    })
+    DBOS(
+        config={
+            "name": APP,
+            "system_database_url": url,
+            "log_level": "WARNING",
+            "executor_id": executor_id,
+            "application_version": "bench",
+        }
+    )
     DBOS.launch()
 
 
 def cmd_worker(args) -> None:
     launch(args.url, args.executor_id)
-    DBOS.register_queue(QUEUE, worker_concurrency=args.worker_concurrency, polling_interval_sec=args.polling,
-                        on_conflict="always_update")
+    DBOS.register_queue(
+        QUEUE,
+        worker_concurrency=args.worker_concurrency,
+        polling_interval_sec=args.polling,
+        on_conflict="always_update",
+    )
     print("ready", flush=True)
     signal.sigwait({signal.SIGTERM, signal.SIGINT})
     DBOS.destroy(workflow_completion_timeout_sec=0)
@@ -74,9 +80,21 @@ def _start_workers(args) -> list[subprocess.Popen]:
     workers = []
     for n in range(args.workers):
         worker = subprocess.Popen(
-            [sys.executable, __file__, "worker", "--url", args.url, "--executor-id", f"bench-worker-{n}",
-             "--worker-concurrency", str(args.worker_concurrency), "--polling", str(args.polling)],
-            stdout=subprocess.PIPE, start_new_session=True,
+            [
+                sys.executable,
+                __file__,
+                "worker",
+                "--url",
+                args.url,
+                "--executor-id",
+                f"bench-worker-{n}",
+                "--worker-concurrency",
+                str(args.worker_concurrency),
+                "--polling",
+                str(args.polling),
+            ],
+            stdout=subprocess.PIPE,
+            start_new_session=True,
         )
         workers.append(worker)
     for worker in workers:

@@ -60,18 +60,26 @@ def deliver(journal: Journal, registry: Registry, settings: EngineSettings | Non
 def _replay(claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings) -> Outcome:
     definition = registry.get(claim.workflow)
     if definition is None:
-        return _stall(claim, journal, exceptions.NonDeterminismError(
-            "UNKNOWN_WORKFLOW",
-            f"Execution {claim.execution_id} runs workflow {claim.workflow!r}, which this worker "
-            "does not have. Deploy its code to the workers, or cancel the execution.",
-        ))
+        return _stall(
+            claim,
+            journal,
+            exceptions.NonDeterminismError(
+                "UNKNOWN_WORKFLOW",
+                f"Execution {claim.execution_id} runs workflow {claim.workflow!r}, which this worker "
+                "does not have. Deploy its code to the workers, or cancel the execution.",
+            ),
+        )
     if definition.version != claim.version:
-        return _stall(claim, journal, exceptions.NonDeterminismError(
-            "NON_DETERMINISM",
-            f"Execution {claim.execution_id} started with version {claim.version!r} of workflow "
-            f"{claim.workflow!r}, but this worker has version {definition.version!r}. Run the old "
-            "version until it drains, or use ctx.patched() to change a running workflow safely.",
-        ))
+        return _stall(
+            claim,
+            journal,
+            exceptions.NonDeterminismError(
+                "NON_DETERMINISM",
+                f"Execution {claim.execution_id} started with version {claim.version!r} of workflow "
+                f"{claim.workflow!r}, but this worker has version {definition.version!r}. Run the old "
+                "version until it drains, or use ctx.patched() to change a running workflow safely.",
+            ),
+        )
     ctx = Context(claim, journal, settings)
     try:
         result, error = definition.fn(ctx, claim.params), None

@@ -62,6 +62,5 @@ def check_repeat(request: StartRequest, workflow: str, params: Any) -> None:
         )
         raise exceptions.WorkflowStartError(
             "IDEMPOTENCY_CONFLICT",
-            f"{named} already started workflow {workflow!r} with other params; "
-            "use a new key for a new execution",
+            f"{named} already started workflow {workflow!r} with other params; use a new key for a new execution",
         )
