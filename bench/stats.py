@@ -40,14 +40,3 @@ def timed_ms(fn: Callable[[], object]) -> float:
     started = time.perf_counter()
     fn()
     return (time.perf_counter() - started) * 1000
-
-
-def wait_until(predicate: Callable[[], object], *, timeout: float, interval: float = 0.001, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"benchmark timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)

@@ -253,7 +253,8 @@ def sweep() -> dict[str, int]:
         )
         if stale:
             Execution.objects.filter(pk__in=[pk for pk, _ in stale]).update(enqueued_at=Now())
-    sent = sum(publish(pk, queue) for pk, queue in [*((pk, queue) for pk, queue, _ in due), *stale])
+    wakeups = [(pk, queue) for pk, queue, _ in due] + stale
+    sent = sum(publish(pk, queue) for pk, queue in wakeups)
     if due or stale:
         logger.info("sweep: %d due, %d stale, %d sent", len(due), len(stale), sent)
     return {"due": len(due), "stale": len(stale), "sent": sent}

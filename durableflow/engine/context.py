@@ -31,8 +31,6 @@ from durableflow.options import Retry
 
 __all__ = ["EngineSettings", "Context", "StepAPI", "Suspend"]
 
-logger = logging.getLogger("durableflow.engine")
-
 MAX_KEY_LENGTH = 255  # StepRecord.key
 
 
