@@ -61,9 +61,8 @@ class Statements:
         # SQLite: timestamps as text, so that the driver's (regex) converter does not run on
         # every row of a long journal; aware() parses them with the C fromisoformat.
         read = [f"CAST({qn(c)} AS TEXT)" if c.endswith("_at") and not casts else qn(c) for c in RECORD_FIELDS]
-        self.journal_sql = (
-            f"SELECT {', '.join(read)} FROM {step} WHERE {qn('execution_id')} = %(id)s ORDER BY {qn('id')}"
-        )
+        # No ORDER BY: replay looks records up by key; sorting a long journal costs a sort.
+        self.journal_sql = f"SELECT {', '.join(read)} FROM {step} WHERE {qn('execution_id')} = %(id)s"
         columns = ["execution_id", *RECORD_FIELDS]
         text = "::text" if casts else ""
         values = [f"%({c})s{casts.get(c, text)}" for c in columns]

@@ -6,6 +6,7 @@ only when a test says so (the in-memory clock, or an offset added to the databas
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -107,7 +108,7 @@ class OrmHarness(MemoryHarness):
     def inject(self, execution_id: str, record: StepRecordData) -> None:
         from durableflow.models import StepRecord
 
-        StepRecord.objects.create(execution_id=execution_id, **record.__dict__)
+        StepRecord.objects.create(execution_id=execution_id, **dataclasses.asdict(record))
 
     def advance(self, seconds: float) -> None:
         self.offset += timedelta(seconds=seconds)

@@ -87,7 +87,7 @@ def sources_for(target: str) -> list[str]:
     return [source for source, targets in _TRANSITIONS.items() if target in targets]
 
 
-@dataclass
+@dataclass(slots=True)
 class StepRecordData:
     """One journal entry: the outcome (or the progress) of one step key."""
 
