@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, help="rounds of the compared workloads (default 3, smoke 1)")
     parser.add_argument("--no-peer", action="store_true", help="skip DBOS (and the chart, which needs its venv)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
-    parser.add_argument("--dbos-worker-concurrency", type=int, default=4)
+    parser.add_argument("--dbos-worker-concurrency", type=int, default=8)
     parser.add_argument("--dbos-polling", type=float, default=0.05)
     args = parser.parse_args(argv)
 
