@@ -216,9 +216,10 @@ class StepAPI:
         if not rest or not callable(rest[0]):
             raise TypeError("ctx.step.run(key, fn, *args, **kwargs) needs a callable")
         fn, fn_args = rest[0], tuple(rest[1:])
-        _not_yet("compensate", compensate, "saga compensation")
-        _not_yet("rate_limit", rate_limit, "rate limits")
-        _not_yet("queue", queue, "steps on their own queue")
+        if compensate is not None or rate_limit is not None or queue is not None:
+            _not_yet("compensate", compensate, "saga compensation")
+            _not_yet("rate_limit", rate_limit, "rate limits")
+            _not_yet("queue", queue, "steps on their own queue")
         record = ctx._reach(key, "run")
         if record is not None:
             if record.status == StepStatus.COMPLETED:

@@ -1,0 +1,51 @@
+"""Unit tests of the hot path's decoding: journal rows as the drivers return them."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from durableflow import sql
+from durableflow.engine.journal import StepStatus
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("7", 7),
+        ('"seven"', "seven"),
+        ('{"a":[1,2.5,null,true]}', {"a": [1, 2.5, None, True]}),
+        ('{"a": [1, 2.5, null, true]}', {"a": [1, 2.5, None, True]}),  # jsonb's text
+        (b'{"b":1}', {"b": 1}),
+    ],
+)
+def test_loads_reads_journal_json(text, expected):
+    assert sql._loads(text) == expected
+
+
+@pytest.mark.parametrize("text", ["nul", "1 2", '{"a":1} x', ""])
+def test_loads_refuses_what_json_refuses(text):
+    with pytest.raises(json.JSONDecodeError):
+        sql._loads(text)
+
+
+def test_loads_passes_decoded_values_through():
+    assert sql._loads(None) is None
+    assert sql._loads({"already": "decoded"}) == {"already": "decoded"}
+
+
+def test_journal_row_parses_its_timestamps_when_read():
+    row = sql.decode_record(("k", "run", StepStatus.COMPLETED, 1, "42", None, "{}", "2026-11-29 12:00:00.250000", None))
+    assert (row.key, row.value, row.error, row.meta) == ("k", 42, None, {})
+    assert row.started_at == datetime(2026, 11, 29, 12, 0, 0, 250000, tzinfo=UTC)
+    assert row.started_at is row.started_at  # parsed once, then kept
+    assert row.finished_at is None
+
+
+def test_journal_row_makes_naive_datetimes_aware():
+    naive = datetime(2026, 11, 29, 12, 0, 0)
+    row = sql.decode_record(("k", "sleep", StepStatus.WAITING, 0, None, '{"code":"X"}', '{"until":"u"}', naive, naive))
+    assert row.started_at == naive.replace(tzinfo=UTC)
+    assert row.error == {"code": "X"} and row.meta == {"until": "u"}
+    row.finished_at = None
+    assert row.finished_at is None
