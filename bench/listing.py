@@ -23,12 +23,12 @@ WORKFLOWS = [f"wf-{n:02d}" for n in range(20)]
 PAGE = 50
 
 
-def _finished(now, rng: random.Random) -> Execution:
-    status = rng.choices(["completed", "failed", "cancelled"], [95, 4, 1])[0]
+def _finished(now, rng: random.Random, status: str | None = None, workflow: str | None = None) -> Execution:
+    status = status or rng.choices(["completed", "failed", "cancelled"], [95, 4, 1])[0]
     created = now - timedelta(seconds=rng.uniform(60, 30 * 86400))
     return Execution(
         id=uuid.uuid4().hex,
-        workflow=rng.choice(WORKFLOWS),
+        workflow=workflow or rng.choice(WORKFLOWS),
         status=status,
         params={},
         queue="q",
@@ -76,14 +76,19 @@ def grow(total: int, seed: int = 7) -> None:
     rng = random.Random(seed + total)
     now = timezone.now()
     if not Execution.objects.exists():
-        Execution.objects.bulk_create(_live(now, rng))
+        # A full page for every filtered list even in the smallest history, so that each size
+        # times the same 50 rows' worth of fetching (1,000 random rows hold ~32 failed ones).
+        full_pages = [_finished(now, rng, "failed") for _ in range(PAGE)]
+        full_pages += [_finished(now, rng, "completed", "wf-07") for _ in range(PAGE)]
+        Execution.objects.bulk_create(_live(now, rng) + full_pages)
     missing = total - Execution.objects.count()
     while missing > 0:
         chunk = min(missing, 20_000)
         Execution.objects.bulk_create([_finished(now, rng) for _ in range(chunk)], batch_size=5_000)
         missing -= chunk
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE durableflow_execution" if connection.vendor == "postgresql" else "ANALYZE")
+        # PostgreSQL: VACUUM too, so that autovacuum does not start on the new rows mid-measurement.
+        cursor.execute("VACUUM ANALYZE durableflow_execution" if connection.vendor == "postgresql" else "ANALYZE")
 
 
 def queries() -> dict[str, Callable[[], Any]]:
@@ -119,10 +124,10 @@ def measure(sizes: list[int], repeats: int) -> dict[str, Any]:
     out: dict[str, Any] = {"sizes": {}, "plans": {}}
     for size in sizes:
         grow(size)
-        timings = {}
+        timings, returned = {}, {}
         for name, query in queries().items():
-            query()
+            returned[name] = len(query())
             timings[name] = median(timed_ms(query) for _ in range(repeats))
-        out["sizes"][str(size)] = {"rows": Execution.objects.count(), "ms": timings}
+        out["sizes"][str(size)] = {"rows": Execution.objects.count(), "ms": timings, "returned": returned}
     out["plans"] = {name: _plan(query) for name, query in queries().items()}
     return out
