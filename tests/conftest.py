@@ -38,6 +38,16 @@ def _disconnect_others() -> None:
             )
 
 
+@pytest.fixture(autouse=True)
+def no_lease_left_held():
+    """Every delivery this process starts releases its lease, whatever the test did to it."""
+    from durableflow.leases import keeper
+
+    yield
+    held = sorted(lease.execution_id for lease in keeper._leases)
+    assert not held, f"leases still held by this process after the test: {held}"
+
+
 @pytest.fixture
 def live_db(django_db_setup, django_db_blocker):
     """Autocommit access to the test database that worker processes also use."""

@@ -82,6 +82,7 @@ class OrmHarness(MemoryHarness):
 
     def __init__(self) -> None:
         self.offset = timedelta(0)
+        self._journals: list = []
 
     def start(self, workflow, params=None, **kwargs) -> str:
         return operations.start(workflow, params, queue="contract-suite", **kwargs).id
@@ -89,7 +90,15 @@ class OrmHarness(MemoryHarness):
     def journal(self, execution_id: str):
         from durableflow.journal import OrmJournal
 
-        return OrmJournal(execution_id, lease_seconds=LEASE_SECONDS, clock_offset=self.offset)
+        journal = OrmJournal(execution_id, lease_seconds=LEASE_SECONDS, clock_offset=self.offset)
+        self._journals.append(journal)
+        return journal
+
+    def close(self) -> None:
+        """Release the leases of journals a test claimed by hand: the process's heartbeat
+        thread would otherwise go on renewing them after the test database is gone."""
+        for journal in self._journals:
+            journal.close()
 
     def get(self, execution_id: str):
         from durableflow.models import Execution

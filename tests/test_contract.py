@@ -21,9 +21,12 @@ from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
 @pytest.fixture(params=["memory", "orm"])
 def backend(request):
     if request.param == "memory":
-        return MemoryHarness()
+        yield MemoryHarness()
+        return
     request.getfixturevalue("db")
-    return OrmHarness()
+    harness = OrmHarness()
+    yield harness
+    harness.close()
 
 
 calls: dict[str, int] = {}
