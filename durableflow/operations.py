@@ -265,7 +265,10 @@ def _complete_timers(due: list[tuple[str, str, dict | None]]) -> None:
 
     Each woken delivery would otherwise spend a write transaction on it. Safe here: the
     executions were waiting (no delivery holds them) and are locked by this transaction; a
-    delivery that finds the record still waiting completes it itself.
+    delivery that finds the record still waiting completes it itself. Matching executions and
+    keys as two sets (not pairs, which SQLite's expression depth limits to ~500) is exact
+    while an execution has at most one waiting sleep: a sleep suspends the run. Parallel
+    waits will need pairs.
     """
     timers = {pk: waiting["step"] for pk, _, waiting in due if (waiting or {}).get("kind") == "timer"}
     if timers:

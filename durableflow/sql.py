@@ -142,10 +142,10 @@ class _ParsedOnRead:
         if row is None:
             return self
         value = self._slot.__get__(row)
-        if value is not None and (type(value) is str or value.tzinfo is None):
-            value = aware(value)
-            self._slot.__set__(row, value)
-        return value
+        parsed = aware(value)
+        if parsed is not value:
+            self._slot.__set__(row, parsed)
+        return parsed
 
     def __set__(self, row: Any, value: Any) -> None:
         self._slot.__set__(row, value)
@@ -170,7 +170,7 @@ def decode_record(row: tuple) -> StepRecordData:
         status,
         attempts,
         _loads(value),
-        None if error is None else _loads(error),
+        _loads(error),
         {} if meta in ("{}", None) else _loads(meta),
         started_at,
         finished_at,
