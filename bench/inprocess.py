@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 import durableflow
 from bench.stats import summary, timed_ms
 from durableflow import operations
-from durableflow.journal import OrmJournal
+from durableflow.engine.journal import Journal
 from durableflow.models import Execution
 
 QUEUE = "bench-inprocess"
@@ -70,7 +70,7 @@ def _step_clock(step_ms: list[float] | None):
     if step_ms is None:
         yield
         return
-    original = OrmJournal.write_step
+    original = Journal.write_step
     last: list[float] = []
 
     def timed_write(journal, record, *, new):
@@ -80,11 +80,11 @@ def _step_clock(step_ms: list[float] | None):
             step_ms.append((now - last[0]) * 1000)
         last[:] = [now]
 
-    OrmJournal.write_step = timed_write
+    Journal.write_step = timed_write
     try:
         yield
     finally:
-        OrmJournal.write_step = original
+        Journal.write_step = original
 
 
 def _expect(execution_id: str, status: str) -> None:

@@ -6,7 +6,8 @@ from django.conf import settings
 from django.core.checks import Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
-SWEEP_TASK = "durableflow.sweep"
+from durableflow import dispatch
+
 
 
 def _celery_conf():
@@ -42,12 +43,12 @@ def check_settings(app_configs=None, **kwargs):
 @register()
 def check_beat_schedule(app_configs=None, **kwargs):
     schedule = _setting("beat_schedule", {}) or {}
-    if not any(entry.get("task") == SWEEP_TASK for entry in schedule.values()):
+    if not any(entry.get("task") == dispatch.SWEEP for entry in schedule.values()):
         return [
             Warning(
                 "No beat schedule entry runs the durableflow sweep: timers and retries will not "
                 "fire and lost wake-up messages will not be re-sent.",
-                hint='Add {"durableflow-sweep": {"task": "durableflow.sweep", "schedule": 1.0}} to '
+                hint=f'Add {{"durableflow-sweep": {{"task": "{dispatch.SWEEP}", "schedule": 1.0}}}} to '
                 "CELERY_BEAT_SCHEDULE and run beat with django_celery_beat's DatabaseScheduler.",
                 id="durableflow.W001",
             )

@@ -11,11 +11,19 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from durableflow.engine.journal import RUNNABLE, TERMINAL, ExecutionStatus, StepStatus
+from durableflow.engine.states import DUE_ONLY, RUNNABLE, TERMINAL, ExecutionStatus, StepStatus
 
 __all__ = ["Execution", "StepRecord"]
 
 S = ExecutionStatus
+# Runnable whenever their lease is free (the others only once due): the sweep re-sends these.
+ACTIVE = sorted(RUNNABLE - DUE_ONLY)
+
+
+def status_in(statuses) -> Q:
+    """``status`` is one of ``statuses`` (``=`` for one, so a partial index on it matches as written)."""
+    statuses = sorted(statuses)
+    return Q(status=statuses[0]) if len(statuses) == 1 else Q(status__in=statuses)
 
 
 class ExecutionQuerySet(models.QuerySet):
@@ -25,24 +33,17 @@ class ExecutionQuerySet(models.QuerySet):
     def unfinished(self):
         return self.filter(status__in=RUNNABLE)
 
-    def claimable(self, now=None):
-        """Runnable now and not held by a live lease (``now``: the database clock)."""
+    def due(self, now=None):
+        """Waiting executions whose timer, retry or timeout is due (``now``: the database clock)."""
+        return self.filter(status_in(DUE_ONLY), wake_at__lte=now if now is not None else Now())
+
+    def stale(self, redeliver_after: float, now=None):
+        """Runnable but nobody is on it: its lease expired, or its wake-up message is overdue."""
         now = now if now is not None else Now()
         return self.filter(
-            Q(status__in=[S.PENDING, S.RUNNING]) | Q(status=S.WAITING, wake_at__lte=now),
             Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now),
-        )
-
-    def due(self):
-        """Waiting executions whose timer, retry or timeout is due (database clock)."""
-        return self.filter(status=S.WAITING, wake_at__lte=Now())
-
-    def stale(self, redeliver_after: float):
-        """Runnable but nobody is on it: its lease expired, or its wake-up message is overdue."""
-        return self.filter(
-            Q(lease_token__isnull=True) | Q(lease_expires_at__lt=Now()),
-            status__in=[S.PENDING, S.RUNNING],
-            enqueued_at__lt=Now() - timedelta(seconds=redeliver_after),
+            status__in=ACTIVE,
+            enqueued_at__lt=now - timedelta(seconds=redeliver_after),
         )
 
 
@@ -88,10 +89,10 @@ class Execution(models.Model):
             models.Index(fields=["workflow", "status", "-created_at", "-id"], name="durableflow_exec_wf_status"),
             # The sweep's two questions, over unfinished rows only: the index stays as small
             # as the set of live executions however long the history grows.
-            models.Index(fields=["wake_at"], condition=Q(status=S.WAITING), name="durableflow_exec_due"),
+            models.Index(fields=["wake_at"], condition=status_in(DUE_ONLY), name="durableflow_exec_due"),
             models.Index(
                 fields=["enqueued_at"],
-                condition=Q(status__in=[S.PENDING, S.RUNNING]),
+                condition=status_in(ACTIVE),
                 name="durableflow_exec_active",
             ),
         ]

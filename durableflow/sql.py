@@ -7,18 +7,16 @@ one outcome, so these few statements are kept here, once per database vendor.
 
 from __future__ import annotations
 
-import functools
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from django.utils.dateparse import parse_datetime
 
-from durableflow.engine.journal import ExecutionStatus, StepRecordData
+from durableflow.engine.records import RECORD_FIELDS, StepRecordData
+from durableflow.engine.states import DUE_ONLY, ExecutionStatus, sources_for
 
 __all__ = ["statements", "cursor", "RECORD_FIELDS"]
-
-RECORD_FIELDS = ("key", "kind", "status", "attempts", "value", "error", "meta", "started_at", "finished_at")
 _JSON = frozenset({"value", "error", "meta", "params", "waiting_for"})
 _CLAIM_RETURNS = ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for", "queue")
 
@@ -26,10 +24,15 @@ S = ExecutionStatus
 
 
 class Statements:
-    """SQL for one vendor. Times are the database's clock, shifted by an offset (tests)."""
+    """SQL for one database vendor. Times are the database's clock, shifted by an offset (tests).
 
-    def __init__(self, vendor: str, quote) -> None:
-        qn = quote
+    Table and column names come from the models' ``_meta``, quoted by the connection, so a
+    project that renames or routes the tables gets the same statements.
+    """
+
+    def __init__(self, vendor: str, qn: Callable[[str], str]) -> None:
+        from durableflow.models import Execution, StepRecord
+
         self.vendor = vendor
         if vendor == "postgresql":
             self._moment = "(STATEMENT_TIMESTAMP() + %({name})s * INTERVAL '1 second')"
@@ -41,41 +44,53 @@ class Statements:
                 "finished_at": "::timestamptz",
                 "wake_at": "::timestamptz",
                 "lease_expires_at": "::timestamptz",
+                "enqueued_at": "::timestamptz",
                 **{name: "::jsonb" for name in (*_JSON, "result")},
             }
         else:
             self._moment = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %({name})s)"
             casts = {}
-        execution, step = qn("durableflow_execution"), qn("durableflow_steprecord")
+
+        def ec(name: str) -> str:  # an Execution column
+            return qn(Execution._meta.get_field(name).column)
+
+        def sc(name: str) -> str:  # a StepRecord column
+            return qn(StepRecord._meta.get_field(name).column)
+
+        execution, step = qn(Execution._meta.db_table), qn(StepRecord._meta.db_table)
         now, until = self._moment.format(name="now"), self._moment.format(name="until")
+        # Claimable: a status that may move to running (one that must be due, once due), and
+        # no live lease. The statuses come from the transition table.
+        anytime = ", ".join(f"'{s}'" for s in sorted(sources_for(S.RUNNING) - DUE_ONLY))
+        when_due = ", ".join(f"'{s}'" for s in sorted(sources_for(S.RUNNING) & DUE_ONLY))
         self.claim_sql = (
-            f"UPDATE {execution} SET {qn('status')} = '{S.RUNNING}', {qn('lease_token')} = %(token)s, "
-            f"{qn('lease_expires_at')} = {until}, {qn('deliveries')} = {qn('deliveries')} + 1, "
-            f"{qn('started_at')} = COALESCE({qn('started_at')}, {now}) "
-            f"WHERE {qn('id')} = %(id)s "
-            f"AND ({qn('status')} IN ('{S.PENDING}', '{S.RUNNING}') "
-            f"OR ({qn('status')} = '{S.WAITING}' AND {qn('wake_at')} <= {now})) "
-            f"AND ({qn('lease_token')} IS NULL OR {qn('lease_expires_at')} < {now}) "
-            f"RETURNING {', '.join(qn(c) for c in _CLAIM_RETURNS)}, {now}"
+            f"UPDATE {execution} SET {ec('status')} = '{S.RUNNING}', {ec('lease_token')} = %(token)s, "
+            f"{ec('lease_expires_at')} = {until}, {ec('deliveries')} = {ec('deliveries')} + 1, "
+            f"{ec('started_at')} = COALESCE({ec('started_at')}, {now}) "
+            f"WHERE {ec('id')} = %(id)s "
+            f"AND ({ec('status')} IN ({anytime}) "
+            f"OR ({ec('status')} IN ({when_due}) AND {ec('wake_at')} <= {now})) "
+            f"AND ({ec('lease_token')} IS NULL OR {ec('lease_expires_at')} < {now}) "
+            f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, {now}"
         )
         # SQLite: timestamps as text, so that the driver's (regex) converter does not run on
         # every row of a long journal; aware() parses them with the C fromisoformat.
-        read = [f"CAST({qn(c)} AS TEXT)" if c.endswith("_at") and not casts else qn(c) for c in RECORD_FIELDS]
+        read = [f"CAST({sc(c)} AS TEXT)" if c.endswith("_at") and not casts else sc(c) for c in RECORD_FIELDS]
         # No ORDER BY: replay looks records up by key; sorting a long journal costs a sort.
-        self.journal_sql = f"SELECT {', '.join(read)} FROM {step} WHERE {qn('execution_id')} = %(id)s"
-        columns = ["execution_id", *RECORD_FIELDS]
+        self.journal_sql = f"SELECT {', '.join(read)} FROM {step} WHERE {sc('execution')} = %(id)s"
         text = "::text" if casts else ""
-        values = [f"%({c})s{casts.get(c, text)}" for c in columns]
+        values = [f"%({c})s{casts.get(c, text)}" for c in ("execution_id", *RECORD_FIELDS)]
         # One statement, so one write transaction: it inserts only while the lease is ours,
         # and a key recorded already is left as it is (the caller finds out which it was).
         self.insert_sql = (
-            f"INSERT INTO {step} ({', '.join(qn(c) for c in columns)}) SELECT {', '.join(values)} "
-            f"WHERE EXISTS (SELECT 1 FROM {execution} WHERE {qn('id')} = %(execution_id)s{text} "
-            f"AND {qn('lease_token')} = %(token)s{text}) "
-            f"ON CONFLICT ({qn('execution_id')}, {qn('key')}) DO NOTHING"
+            f"INSERT INTO {step} ({', '.join(sc(c) for c in ('execution', *RECORD_FIELDS))}) "
+            f"SELECT {', '.join(values)} "
+            f"WHERE EXISTS (SELECT 1 FROM {execution} WHERE {ec('id')} = %(execution_id)s{text} "
+            f"AND {ec('lease_token')} = %(token)s{text}) "
+            f"ON CONFLICT ({sc('execution')}, {sc('key')}) DO NOTHING"
         )
-
-        self._casts, self._text, self._quote = casts, text, qn
+        self.now_sql = f"SELECT {now}"
+        self._casts, self._text, self._ec, self._table = casts, text, ec, execution
         self._outcome_sql: dict[tuple[str, ...], str] = {}
 
     def outcome(self, fields: dict[str, Any], execution_id: str, token: str, adapt) -> tuple[str, dict[str, Any]]:
@@ -83,11 +98,11 @@ class Statements:
         names = tuple(sorted(fields))
         sql = self._outcome_sql.get(names)
         if sql is None:
-            qn, text = self._quote, self._text
-            assignments = ", ".join(f"{qn(name)} = %({name})s{self._casts.get(name, '')}" for name in names)
+            ec, text = self._ec, self._text
+            assignments = ", ".join(f"{ec(name)} = %({name})s{self._casts.get(name, '')}" for name in names)
             sql = self._outcome_sql[names] = (
-                f"UPDATE {qn('durableflow_execution')} SET {assignments} "
-                f"WHERE {qn('id')} = %(fence_id)s{text} AND {qn('lease_token')} = %(fence_token)s{text}"
+                f"UPDATE {self._table} SET {assignments} "
+                f"WHERE {ec('id')} = %(fence_id)s{text} AND {ec('lease_token')} = %(fence_token)s{text}"
             )
         params = {"fence_id": execution_id, "fence_token": token}
         for name, value in fields.items():
@@ -216,27 +231,33 @@ def _loads(value: Any) -> Any:
     return json.loads(value)
 
 
-@functools.lru_cache(maxsize=None)
-def _for(vendor: str) -> Statements:
-    # Both vendors quote identifiers the SQL-standard way.
-    return Statements(vendor, lambda name: f'"{name}"')
+_statements: dict[tuple[str, str], Statements] = {}
+
+
+def statements(connection) -> Statements:
+    """The statements for ``connection``'s vendor (built once per vendor and table name)."""
+    from durableflow.models import Execution
+
+    if connection.vendor not in ("postgresql", "sqlite"):
+        raise NotImplementedError(f"durableflow supports PostgreSQL and SQLite, not {connection.vendor}")
+    key = (connection.vendor, Execution._meta.db_table)
+    if key not in _statements:
+        _statements[key] = Statements(connection.vendor, connection.ops.quote_name)
+    return _statements[key]
 
 
 def cursor(connection):
     """A cursor for these statements: on PostgreSQL one that binds on the server, so psycopg
     prepares each statement after a few uses and the server parses and plans it once per
-    connection (about a third of a step's cost otherwise). Wrapped like any Django cursor,
-    so errors are translated and query logging still sees it.
+    connection (about a third of a step's cost otherwise). Wrapped by the connection's public
+    ``make_cursor`` / ``make_debug_cursor``, as ``connection.cursor()`` wraps its own, so that errors are translated and
+    query logging (``CaptureQueriesContext``, debug) still sees it.
     """
     if connection.vendor != "postgresql":
         return connection.cursor()
     import psycopg
 
     connection.ensure_connection()
-    return connection._prepare_cursor(psycopg.Cursor(connection.connection))
-
-
-def statements(connection) -> Statements:
-    if connection.vendor not in ("postgresql", "sqlite"):
-        raise NotImplementedError(f"durableflow supports PostgreSQL and SQLite, not {connection.vendor}")
-    return _for(connection.vendor)
+    connection.validate_thread_sharing()
+    raw = psycopg.Cursor(connection.connection)
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)

@@ -1,19 +1,22 @@
-"""Celery tasks: thin adapters that take ids and call the operations."""
+"""Celery tasks: thin adapters that take ids and call the operations.
+
+Registered under the names in ``durableflow.dispatch``, which is what everything sends.
+"""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from durableflow import operations
+from durableflow import dispatch, operations
 
 
 # acks_late + reject_on_worker_lost: a message whose worker died is handed out again where
 # the broker can; where it cannot (filesystem, SQL transports) the sweep re-sends it.
-@shared_task(name="durableflow.deliver", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+@shared_task(name=dispatch.DELIVER, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def deliver(execution_id: str) -> str:
     return operations.deliver(execution_id)
 
 
-@shared_task(name="durableflow.sweep", ignore_result=True)
+@shared_task(name=dispatch.SWEEP, ignore_result=True)
 def sweep() -> dict[str, int]:
     return operations.sweep()

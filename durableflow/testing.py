@@ -9,23 +9,87 @@
         assert [r.key for r in tester.records(execution.id)] == ["load-order", "cool-off", ...]
 
 Timers and retries fire at once: ``run_until_finished`` moves the tester's clock to the next
-due time whenever nothing else is runnable. The engine is the one the workers run; only
-the journal is kept in memory.
+due time whenever nothing else is runnable. The verbs are the engine's, the ones the workers
+run; only the storage is kept in memory.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Any, Callable
 
 from durableflow import exceptions
-from durableflow.engine.journal import TERMINAL, ExecutionStatus
-from durableflow.engine.memory import InMemoryBackend, InMemoryJournal, ManualClock
+from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution
+from durableflow.engine.records import StepRecordData
+from durableflow.engine.settings import EngineSettings
+from durableflow.engine.states import TERMINAL, ExecutionStatus
+from durableflow.engine.verbs import Engine
+from durableflow.registry import Registry
+from durableflow.registry import registry as default_registry
 
-__all__ = ["WorkflowTester", "InMemoryBackend", "InMemoryJournal", "ManualClock"]
+__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock"]
 
 
-class WorkflowTester(InMemoryBackend):
-    """An in-memory backend with helpers to drive executions to their end."""
+class WorkflowTester:
+    """The engine on an in-memory storage, with a manual clock and helpers to drive executions."""
+
+    def __init__(
+        self,
+        registry: Registry = default_registry,
+        *,
+        clock: Callable[[], datetime] | None = None,
+        settings: EngineSettings | None = None,
+    ):
+        self.clock = clock or ManualClock()
+        self.storage = InMemoryStorage(self.clock)
+        self.engine = Engine(self.storage, registry, settings or EngineSettings())
+
+    # The verbs ------------------------------------------------------------------------
+
+    def start(self, workflow, params: Any = None, **options: Any) -> MemoryExecution:
+        return self.engine.start(workflow, params, **options)[0]
+
+    def get(self, execution_id: str) -> MemoryExecution:
+        return self.engine.get(execution_id)
+
+    def cancel(self, execution_id: str, reason: str | None = None) -> MemoryExecution:
+        return self.engine.cancel(execution_id, reason)
+
+    def retry(self, execution_id: str) -> MemoryExecution:
+        return self.engine.retry(execution_id)
+
+    def deliver(self, execution_id: str) -> str:
+        return self.engine.deliver(execution_id)
+
+    def sweep(self) -> dict[str, int]:
+        return self.engine.sweep()
+
+    # Driving --------------------------------------------------------------------------
+
+    def runnable(self) -> list[str]:
+        return self.storage.claimable_ids()
+
+    def run(self, max_deliveries: int = 10_000) -> int:
+        """Deliver every runnable execution until none is left; return the number of deliveries.
+
+        The storage is the truth, as on the workers: what is runnable is delivered, so the
+        wake-up messages in the outbox are only drained.
+        """
+        count = 0
+        while count < max_deliveries:
+            self.storage.outbox.clear()
+            ready = self.runnable()
+            if not ready:
+                return count
+            for execution_id in ready:
+                self.deliver(execution_id)
+                count += 1
+        raise RuntimeError(f"still runnable after {max_deliveries} deliveries: does a workflow loop?")
+
+    def advance(self, seconds: float) -> None:
+        if not isinstance(self.clock, ManualClock):
+            raise TypeError("advance() needs the tester's ManualClock")
+        self.clock.advance(seconds)
 
     def run_until_finished(self, execution_id: str, *, max_deliveries: int = 10_000) -> Any:
         """Deliver (moving the clock over timers) until the execution ends; return its result."""
@@ -36,7 +100,11 @@ class WorkflowTester(InMemoryBackend):
             if self.runnable():
                 self.run(max_deliveries=max_deliveries)
                 continue
-            due = [e.wake_at for e in self.executions.values() if e.status == ExecutionStatus.WAITING and e.wake_at]
+            due = [
+                e.wake_at
+                for e in self.storage.tables.executions.values()
+                if e.status == ExecutionStatus.WAITING and e.wake_at
+            ]
             if not due:
                 raise exceptions.WaitTimeout(
                     message=f"execution {execution_id} waits for something no timer will bring: {execution.waiting_for}"
@@ -44,18 +112,17 @@ class WorkflowTester(InMemoryBackend):
             self.advance(max(0.0, (min(due) - self.clock()).total_seconds()))
         raise RuntimeError(f"execution {execution_id} did not finish in {max_deliveries} deliveries")
 
+    # Reading --------------------------------------------------------------------------
+
     def result(self, execution_id: str) -> Any:
         """The result of a completed execution; ``ExecutionFailed`` if it ended otherwise."""
-        execution = self.get(execution_id)
-        if execution.status == ExecutionStatus.COMPLETED:
-            return execution.result
-        if execution.status in TERMINAL:
-            raise exceptions.ExecutionFailed(
-                message=f"execution {execution_id} is {execution.status}",
-                status=execution.status,
-                error=execution.error,
-            )
-        raise exceptions.WaitTimeout(message=f"execution {execution_id} is still {execution.status}")
+        done, value = self.engine.outcome(self.get(execution_id))
+        if not done:
+            raise exceptions.WaitTimeout(message=f"execution {execution_id} is still {self.get(execution_id).status}")
+        return value
+
+    def records(self, execution_id: str) -> list[StepRecordData]:
+        return self.storage.steps(execution_id)
 
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}

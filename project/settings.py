@@ -10,6 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from durableflow import dispatch
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DURABLEFLOW_VAR_DIR", BASE_DIR / "var"))
 
@@ -132,7 +134,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 1
 CELERY_BEAT_SCHEDULE = {
     "durableflow-sweep": {
-        "task": "durableflow.sweep",
+        "task": dispatch.SWEEP,
         "schedule": 1.0,
         # A sweep nobody ran within 10 s is dropped: the next one does the same work.
         "options": {"queue": "durableflow", "expires": 10},

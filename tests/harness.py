@@ -1,7 +1,9 @@
-"""One driving interface over both journals, for the contract suite.
+"""One driving interface over both storages, for the contract suite.
 
-Deliveries run in the test process, one at a time, under the test's control; time moves
-only when a test says so (the in-memory clock, or an offset added to the database clock).
+Every verb runs through the same ``Engine``; only the storage differs (in memory, or the
+ORM on SQLite / PostgreSQL). Deliveries run in the test process, one at a time, under the
+test's control; time moves only when a test says so (the in-memory clock, or an offset
+added to the database clock).
 """
 
 from __future__ import annotations
@@ -12,54 +14,58 @@ from typing import Any
 
 from django.utils import timezone
 
-from durableflow import operations
-from durableflow.engine import driver
-from durableflow.engine.context import EngineSettings
-from durableflow.engine.journal import TERMINAL, ExecutionStatus, StepRecordData
-from durableflow.engine.memory import InMemoryBackend
+from durableflow.engine.memory import InMemoryStorage, ManualClock
+from durableflow.engine.records import StepRecordData
+from durableflow.engine.settings import EngineSettings
+from durableflow.engine.states import TERMINAL, ExecutionStatus
+from durableflow.engine.verbs import Engine
 from durableflow.registry import registry
 
 LEASE_SECONDS = 60
-SETTINGS = EngineSettings()
+SETTINGS = EngineSettings(lease_seconds=LEASE_SECONDS, default_queue="contract-suite")
 
 
-class MemoryHarness:
-    name = "memory"
+class Harness:
+    name = ""
 
-    def __init__(self) -> None:
-        self.backend = InMemoryBackend(registry, lease_seconds=LEASE_SECONDS, settings=SETTINGS)
+    def __init__(self, storage) -> None:
+        self.storage = storage
+        self.engine = Engine(storage, registry, SETTINGS)
+        self._journals: list = []
+
+    # the verbs, the same for both -------------------------------------------------------
 
     def start(self, workflow, params=None, **kwargs) -> str:
-        return self.backend.start(workflow, params, **kwargs).id
+        return self.engine.start(workflow, params, **kwargs)[0].id
 
     def journal(self, execution_id: str):
-        return self.backend.journal(execution_id)
+        journal = self.engine.journal(execution_id)
+        self._journals.append(journal)
+        return journal
 
     def deliver(self, execution_id: str) -> str:
-        return driver.deliver(self.journal(execution_id), registry, SETTINGS)
+        return self.engine.deliver(execution_id)
 
     def get(self, execution_id: str):
-        return self.backend.get(execution_id)
+        return self.engine.get(execution_id)
 
     def records(self, execution_id: str) -> list[StepRecordData]:
-        return self.backend.records(execution_id)
-
-    def inject(self, execution_id: str, record: StepRecordData) -> None:
-        self.backend.executions[execution_id].records[record.key] = record
-
-    def advance(self, seconds: float) -> None:
-        self.backend.advance(seconds)
-
-    def now(self) -> datetime:
-        return self.backend.clock()
+        return self.storage.steps(execution_id)
 
     def cancel(self, execution_id: str, reason: str | None = None):
-        return self.backend.cancel(execution_id, reason)
+        return self.engine.cancel(execution_id, reason)
 
     def retry(self, execution_id: str):
-        return self.backend.retry(execution_id)
+        return self.engine.retry(execution_id)
 
-    # shared ---------------------------------------------------------------------------
+    def sweep(self) -> dict[str, int]:
+        return self.engine.sweep()
+
+    def close(self) -> None:
+        """Release the leases of journals a test claimed by hand: the process's heartbeat
+        thread would otherwise go on renewing them after the test database is gone."""
+        for journal in self._journals:
+            journal.close()
 
     def run(self, execution_id: str, *, max_deliveries: int = 50) -> Any:
         """Deliver, moving the clock to each due time, until the execution ends or blocks."""
@@ -77,42 +83,31 @@ class MemoryHarness:
         raise AssertionError(f"execution {execution_id} still runs after {max_deliveries} deliveries")
 
 
-class OrmHarness(MemoryHarness):
+class MemoryHarness(Harness):
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+        super().__init__(InMemoryStorage(self.clock))
+
+    def inject(self, execution_id: str, record: StepRecordData) -> None:
+        """Write a record behind the engine's back (another delivery's write)."""
+        self.storage.tables.steps[execution_id][record.key] = record
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def now(self) -> datetime:
+        return self.clock()
+
+
+class OrmHarness(Harness):
     name = "orm"
 
     def __init__(self) -> None:
-        self.offset = timedelta(0)
-        self._journals: list = []
+        from durableflow.orm import OrmStorage
 
-    def start(self, workflow, params=None, **kwargs) -> str:
-        return operations.start(workflow, params, queue="contract-suite", **kwargs).id
-
-    def journal(self, execution_id: str):
-        from durableflow.journal import OrmJournal
-
-        journal = OrmJournal(execution_id, lease_seconds=LEASE_SECONDS, clock_offset=self.offset)
-        self._journals.append(journal)
-        return journal
-
-    def close(self) -> None:
-        """Release the leases of journals a test claimed by hand: the process's heartbeat
-        thread would otherwise go on renewing them after the test database is gone."""
-        for journal in self._journals:
-            journal.close()
-
-    def get(self, execution_id: str):
-        from durableflow.models import Execution
-
-        return Execution.objects.get(pk=execution_id)
-
-    def records(self, execution_id: str) -> list[StepRecordData]:
-        from durableflow.models import StepRecord
-
-        fields = ("key", "kind", "status", "attempts", "value", "error", "meta", "started_at", "finished_at")
-        return [
-            StepRecordData(**values)
-            for values in StepRecord.objects.filter(execution_id=execution_id).order_by("id").values(*fields)
-        ]
+        super().__init__(OrmStorage())
 
     def inject(self, execution_id: str, record: StepRecordData) -> None:
         from durableflow.models import StepRecord
@@ -120,13 +115,7 @@ class OrmHarness(MemoryHarness):
         StepRecord.objects.create(execution_id=execution_id, **dataclasses.asdict(record))
 
     def advance(self, seconds: float) -> None:
-        self.offset += timedelta(seconds=seconds)
+        self.storage.offset += timedelta(seconds=seconds)
 
     def now(self) -> datetime:
-        return timezone.now() + self.offset
-
-    def cancel(self, execution_id: str, reason: str | None = None):
-        return operations.cancel(execution_id, reason)
-
-    def retry(self, execution_id: str):
-        return operations.retry(execution_id)
+        return timezone.now() + self.storage.offset

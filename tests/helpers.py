@@ -21,7 +21,7 @@ def status_of(execution_id: str) -> str:
 
 def wait_status(execution_id: str, status: str = "completed", timeout: float = 60):
     """Poll the database until the execution has ``status``; fail at once on another final one."""
-    from durableflow.engine.journal import TERMINAL
+    from durableflow.engine.states import TERMINAL
     from durableflow.models import Execution
 
     def reached():

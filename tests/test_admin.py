@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 import durableflow
-from durableflow import operations
+from durableflow import dispatch
 from durableflow.models import Execution
 from tests.harness import OrmHarness
 
@@ -36,7 +36,7 @@ def test_execution_list_and_detail_show_the_journal(db, staff_client):
 
 
 def test_cancel_action(db, staff_client, monkeypatch):
-    monkeypatch.setattr(operations, "publish", lambda *args: True)
+    monkeypatch.setattr(dispatch, "send", lambda *args: True)
     execution = durableflow.start("t.steps")
     response = staff_client.post(
         reverse("admin:durableflow_execution_changelist"),

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 import durableflow
 from durableflow import Retry, RetryableError, WorkflowValueError
-from durableflow.engine.journal import StepRecordData
+from durableflow.engine.records import LeaseLost, StepRecordData
 from durableflow.registry import WorkflowDefinition, registry
 from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
 
@@ -21,7 +21,9 @@ from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
 @pytest.fixture(params=["memory", "orm"])
 def backend(request):
     if request.param == "memory":
-        yield MemoryHarness()
+        harness = MemoryHarness()
+        yield harness
+        harness.close()
         return
     request.getfixturevalue("db")
     harness = OrmHarness()
@@ -522,7 +524,7 @@ def test_cancel_is_final_and_fences_out_the_delivery_holding_the_lease(backend):
 
     backend.cancel(execution_id, "customer asked")
 
-    with pytest.raises(durableflow.engine.journal.LeaseLost):
+    with pytest.raises(LeaseLost):
         holder.write_step(StepRecordData(key="first", kind="run", status="completed", value=1), new=True)
     execution = backend.get(execution_id)
     assert (execution.status, execution.error["message"]) == ("cancelled", "customer asked")

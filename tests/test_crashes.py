@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import durableflow
-from durableflow import operations, tasks
+from durableflow import dispatch, tasks
 from durableflow.models import Execution, StepRecord
 from tests.cluster import ROOT
 from tests.helpers import steps_of, uid, wait_for, wait_status
@@ -112,7 +112,7 @@ def test_zombie_worker_writes_are_rejected_after_its_lease_is_taken(cluster, liv
 
 
 def test_a_message_that_never_reached_the_broker_is_resent_by_the_sweep(cluster, live_db, monkeypatch):
-    monkeypatch.setattr(operations, "publish", lambda *args: False)
+    monkeypatch.setattr(dispatch, "send", lambda *args: False)
     execution = durableflow.start("t.steps")
     monkeypatch.undo()
 
@@ -157,7 +157,7 @@ def test_start_returns_while_the_broker_is_down_and_the_sweep_delivers_later(clu
     finished = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60)
 
     assert finished.returncode == 0, finished.stderr.decode()
-    assert b"could not publish a delivery" in finished.stderr
+    assert b"could not send durableflow.deliver" in finished.stderr
     done = wait_status(execution_id, timeout=60)
     assert done.deliveries == 1
 

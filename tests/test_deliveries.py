@@ -6,7 +6,7 @@ import pytest
 from django.db import transaction
 
 import durableflow
-from durableflow import operations
+from durableflow import dispatch
 from durableflow.models import Execution
 from tests.helpers import steps_of, uid, wait_for, wait_status
 from tests.testapp.models import Marker
@@ -32,8 +32,8 @@ def test_started_workflow_completes_with_journal_in_order(cluster, live_db):
 
 def test_rolled_back_start_leaves_nothing_and_runs_nothing(cluster, live_db, monkeypatch):
     published = []
-    real_publish = operations.publish
-    monkeypatch.setattr(operations, "publish", lambda *args: published.append(args) or real_publish(*args))
+    real_send = dispatch.send
+    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: published.append(args) or real_send(task, args, queue))
     tag = uid("rollback")
 
     with pytest.raises(RuntimeError), transaction.atomic():

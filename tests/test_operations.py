@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 import durableflow
-from durableflow import operations
+from durableflow import dispatch, operations
 from durableflow.models import Execution, StepRecord
 from tests.helpers import uid
 
@@ -16,7 +16,7 @@ from tests.helpers import uid
 @pytest.fixture
 def published(monkeypatch):
     sent: list[tuple] = []
-    monkeypatch.setattr(operations, "publish", lambda *args: sent.append(args) or True)
+    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append((*args, queue)) or True)
     return sent
 
 
@@ -58,7 +58,7 @@ def test_result_raises_for_runs_that_did_not_complete(db, published):
         durableflow.result("no-such-execution")
 
 
-def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published):
+def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published, django_capture_on_commit_callbacks):
     now = timezone.now()
     due = durableflow.start("t.steps")
     later = durableflow.start("t.steps")
@@ -78,7 +78,9 @@ def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published):
     )
     published.clear()
 
-    counts = operations.sweep()
+    # Wake-ups are sent once the sweep's transaction commits (here, the test's).
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = operations.sweep()
 
     assert {pk for pk, _ in published} >= {due.pk, overdue.pk}
     assert not {pk for pk, _ in published} & {later.pk, leased.pk, fresh.pk}
@@ -89,7 +91,8 @@ def test_the_sweep_wakes_due_executions_and_resends_overdue_ones(db, published):
     assert StepRecord.objects.get(execution_id=later.pk, key="nap").status == "waiting"
     # Sent once: the next sweep does not send them again until they are overdue again.
     published.clear()
-    operations.sweep()
+    with django_capture_on_commit_callbacks(execute=True):
+        operations.sweep()
     assert not {pk for pk, _ in published} & {due.pk, overdue.pk}
 
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from durableflow import sql
-from durableflow.engine.journal import StepStatus
+from durableflow.engine.states import StepStatus
 
 
 @pytest.mark.parametrize(

@@ -13,31 +13,20 @@ import random
 import sys
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine.journal import (
-    Claim,
-    Journal,
-    LeaseLost,
-    StepConflict,
-    StepRecordData,
-    StepStatus,
-)
+from durableflow.engine.journal import Journal
+from durableflow.engine.records import Claim, LeaseLost, StepConflict, StepRecordData
+from durableflow.engine.settings import EngineSettings
+from durableflow.engine.states import StepStatus
 from durableflow.engine.timeouts import call_with_timeout
 from durableflow.options import Retry
 
-__all__ = ["EngineSettings", "Context", "StepAPI", "Suspend"]
+__all__ = ["Context", "StepAPI", "Suspend"]
 
 MAX_KEY_LENGTH = 255  # StepRecord.key
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    default_retry: Retry = field(default_factory=lambda: Retry(max_attempts=1))
-    max_payload_bytes: int = 1_000_000
 
 
 class Suspend(BaseException):

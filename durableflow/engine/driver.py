@@ -6,12 +6,12 @@ import logging
 from datetime import timedelta
 
 from durableflow import exceptions, values
-from durableflow.engine.context import Context, EngineSettings, Suspend
-from durableflow.engine.journal import (
+from durableflow.engine.context import Context, Suspend
+from durableflow.engine.journal import Journal
+from durableflow.engine.records import (
     Claim,
     Completed,
     Failed,
-    Journal,
     LeaseLost,
     Outcome,
     Requeued,
@@ -19,6 +19,7 @@ from durableflow.engine.journal import (
     StepConflict,
     Suspended,
 )
+from durableflow.engine.settings import EngineSettings
 from durableflow.registry import Registry
 
 __all__ = ["deliver", "SKIPPED", "LEASE_LOST"]

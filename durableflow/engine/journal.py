@@ -1,186 +1,85 @@
-"""The journal protocol the engine replays against, and the records it exchanges.
+"""One delivery's lease on one execution, written once over the storage protocol.
 
-A ``Journal`` is one delivery's view of one execution: it claims a lease, hands the engine
-the execution and its step records (read once), accepts fenced step writes and records
-the delivery's outcome. Two implementations are held to one contract suite: the ORM
-journal (``durableflow.journal``) and the in-memory one (``durableflow.engine.memory``).
+A ``Journal`` claims the lease, hands the engine the execution and its step records (read
+once), makes each step write fenced by the lease and records the delivery's outcome. The
+storage only answers whether each conditional write matched; what a rejected write means
+(the lease is gone, or the step is already recorded with another outcome) is decided here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, Union
+import logging
+import uuid
+from datetime import datetime, timedelta
 
-__all__ = [
-    "ExecutionStatus",
-    "StepStatus",
-    "TERMINAL",
-    "RUNNABLE",
-    "StepRecordData",
-    "Claim",
-    "Completed",
-    "Failed",
-    "Suspended",
-    "Stalled",
-    "Requeued",
-    "Outcome",
-    "LeaseLost",
-    "StepConflict",
-    "Journal",
-    "can_transition",
-    "sources_for",
-    "outcome_fields",
-    "retry_target",
-    "same_outcome",
-]
+from durableflow import dispatch
+from durableflow.engine.records import (
+    RECORD_FIELDS,
+    Claim,
+    LeaseLost,
+    Outcome,
+    StepConflict,
+    StepRecordData,
+    outcome_fields,
+    same_outcome,
+)
+from durableflow.engine.storage import Storage
+
+__all__ = ["Journal"]
+
+logger = logging.getLogger("durableflow.journal")
 
 
-class ExecutionStatus:
-    PENDING = "pending"
-    RUNNING = "running"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    COMPENSATED = "compensated"
-    COMPENSATION_FAILED = "compensation_failed"
+class Journal:
+    """One delivery's lease on one execution.
 
-    choices = [PENDING, RUNNING, WAITING, COMPLETED, FAILED, CANCELLED, COMPENSATED, COMPENSATION_FAILED]
-
-
-class StepStatus:
-    RUNNING = "running"
-    WAITING = "waiting"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-    choices = [RUNNING, WAITING, COMPLETED, FAILED]
-
-
-S = ExecutionStatus
-TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.COMPENSATED, S.COMPENSATION_FAILED})
-RUNNABLE = frozenset({S.PENDING, S.RUNNING, S.WAITING})
-
-# Every status change goes through this table: a cancelled execution cannot become
-# completed by a late delivery, a completed one cannot be retried.
-_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.RUNNING, S.CANCELLED}),
-    S.RUNNING: frozenset(
-        {S.PENDING, S.WAITING, S.COMPLETED, S.FAILED, S.CANCELLED, S.COMPENSATED, S.COMPENSATION_FAILED}
-    ),
-    S.WAITING: frozenset({S.PENDING, S.RUNNING, S.CANCELLED}),
-    S.FAILED: frozenset({S.PENDING}),
-    S.COMPLETED: frozenset(),
-    S.CANCELLED: frozenset(),
-    S.COMPENSATED: frozenset(),
-    S.COMPENSATION_FAILED: frozenset(),
-}
-
-
-def can_transition(source: str, target: str) -> bool:
-    return target in _TRANSITIONS.get(source, frozenset())
-
-
-def sources_for(target: str) -> list[str]:
-    """The statuses an execution may be in to move to ``target``."""
-    return [source for source, targets in _TRANSITIONS.items() if target in targets]
-
-
-@dataclass(slots=True)
-class StepRecordData:
-    """One journal entry: the outcome (or the progress) of one step key."""
-
-    key: str
-    kind: str
-    status: str
-    attempts: int = 0
-    value: Any = None
-    error: dict[str, Any] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-
-
-@dataclass
-class Claim:
-    """What a delivery knows after claiming the lease: read once, then kept in memory."""
-
-    execution_id: str
-    workflow: str
-    version: str
-    params: Any
-    records: dict[str, StepRecordData]
-    now: datetime
-    delivery: int = 1
-    parent_id: str | None = None
-    root_id: str | None = None
-    waiting_for: dict[str, Any] | None = None
-
-
-@dataclass
-class Completed:
-    result: Any
-
-
-@dataclass
-class Failed:
-    error: dict[str, Any]
-
-
-@dataclass
-class Suspended:
-    """The execution waits: for ``wake_at`` (a timer, a retry) or for something to wake it."""
-
-    wake_at: datetime | None
-    waiting_for: dict[str, Any]
-
-
-@dataclass
-class Stalled:
-    """The delivery cannot go on with this code (non-determinism); try again after ``wake_at``.
-
-    The status stays ``waiting`` and the journal untouched, so a fixed deploy (or
-    ``durableflow.retry``) resumes the run with nothing lost.
+    Concurrency: any number of deliveries of one execution may run at once (duplicate or
+    late messages, a sweep re-send, a zombie worker). The claim is a compare-and-set on the
+    lease, so one wins; every later write names the winner's token, so the others' writes
+    match nothing and are rejected.
     """
 
-    error: dict[str, Any]
-    wake_at: datetime
-    waiting_for: dict[str, Any]
-
-
-@dataclass
-class Requeued:
-    """End the delivery without an outcome and deliver again at once (a clean replay)."""
-
-    reason: str
-
-
-Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued]
-
-
-class LeaseLost(BaseException):
-    """Another delivery holds the execution now: stop without writing anything.
-
-    A ``BaseException`` so that workflow code's ``except Exception`` cannot swallow it.
-    """
-
-
-class StepConflict(BaseException):
-    """The step is already recorded with another outcome: end the delivery and replay."""
-
-
-class Journal(Protocol):
-    execution_id: str
+    def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float):
+        self.storage = storage
+        self.execution_id = execution_id
+        self.token = uuid.uuid4().hex
+        self.lease_seconds = lease_seconds
+        self.queue = ""
+        self._lease = None
+        self._lost = False
+        self._clock: tuple[datetime, float] | None = None
 
     def claim(self) -> Claim | None:
         """Take the lease if the execution is runnable and unleased; load it and its records."""
+        row = self.storage.claim(self.execution_id, self.token, self.lease_seconds)
+        if row is None:
+            return None
+        self._lease = self.storage.keep_lease(self.execution_id, self.token, self.lease_seconds)
+        self._clock = (row.now, self.storage.monotonic())
+        execution = row.execution
+        self.queue = execution["queue"]
+        return Claim(
+            execution_id=self.execution_id,
+            workflow=execution["workflow"],
+            version=execution["version"],
+            params=execution["params"],
+            records=row.records,
+            now=row.now,
+            delivery=execution["deliveries"],
+            parent_id=execution["parent_id"],
+            root_id=execution["root_id"],
+            waiting_for=execution["waiting_for"],
+            queue=execution["queue"],
+        )
 
     def now(self) -> datetime:
-        """The delivery's clock (the database's, where there is one)."""
+        """The delivery's clock: the storage's clock at the claim, moved on locally."""
+        claimed, at = self._clock
+        return claimed + timedelta(seconds=self.storage.monotonic() - at)
 
     def lease_lost(self) -> bool:
-        """True once the lease is known to be gone (a failed heartbeat)."""
+        """True once the lease is known to be gone (a rejected write, a failed heartbeat)."""
+        return self._lost or (self._lease is not None and self._lease.lost)
 
     def write_step(self, record: StepRecordData, *, new: bool) -> None:
         """Insert (``new``) or update one step record, fenced by the lease.
@@ -188,56 +87,40 @@ class Journal(Protocol):
         Raises ``LeaseLost`` if another delivery holds the execution, ``StepConflict`` if the
         key is already recorded with another outcome.
         """
+        storage = self.storage
+        if not new:
+            fields = {name: getattr(record, name) for name in RECORD_FIELDS if name != "key"}
+            if not storage.update_step(self.execution_id, record.key, fields, token=self.token):
+                self._rejected(f"update of step {record.key!r}")
+            return
+        if storage.insert_step(self.execution_id, self.token, record):
+            return
+        # Nothing was inserted: either the lease is gone or the key is already recorded.
+        if not storage.holds_lease(self.execution_id, self.token):
+            self._rejected(f"step {record.key!r}")
+        existing = storage.get_step(self.execution_id, record.key)
+        if existing is None:  # pragma: no cover - the row was deleted under us (prune)
+            raise StepConflict(f"step {record.key!r} could not be recorded")
+        if not same_outcome(existing, record):
+            raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
 
     def finish(self, outcome: Outcome) -> None:
         """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``)."""
+        fields, enqueue = outcome_fields(outcome, self.now())
+        if not self.storage.update_execution(self.execution_id, fields, token=self.token):
+            self._rejected(f"outcome {type(outcome).__name__}")
+        if enqueue:
+            self.storage.enqueue(dispatch.DELIVER, (self.execution_id,), self.queue)
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""
+        if self._lease is not None:
+            self.storage.release_lease(self._lease)
+            self._lease = None
 
-
-def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], bool]:
-    """The execution fields an outcome sets, and whether to send a wake-up at once.
-
-    Shared by every journal so that they agree on what each outcome means. The lease is
-    always released.
-    """
-    fields: dict[str, Any] = {"lease_token": None, "lease_expires_at": None}
-    enqueue = False
-    if isinstance(outcome, Completed):
-        fields.update(status=S.COMPLETED, result=outcome.result, error=None, finished_at=now)
-    elif isinstance(outcome, Failed):
-        fields.update(status=S.FAILED, error=outcome.error, finished_at=now)
-    elif isinstance(outcome, (Suspended, Stalled)):
-        due_now = outcome.wake_at is not None and outcome.wake_at <= now
-        fields.update(
-            status=S.PENDING if due_now else S.WAITING,
-            wake_at=None if due_now else outcome.wake_at,
-            waiting_for=outcome.waiting_for,
+    def _rejected(self, what: str):
+        logger.warning(
+            "stale write rejected: %s of execution %s (lease %s is no longer held)", what, self.execution_id, self.token
         )
-        if isinstance(outcome, Stalled):
-            fields["error"] = outcome.error
-        enqueue = due_now
-    elif isinstance(outcome, Requeued):
-        fields.update(status=S.PENDING)
-        enqueue = True
-    else:  # pragma: no cover - Outcome is a closed union
-        raise TypeError(f"unknown outcome {outcome!r}")
-    if fields["status"] in TERMINAL or fields["status"] == S.PENDING:
-        fields.update(wake_at=None, waiting_for=None)
-    return fields, enqueue
-
-
-def retry_target(error: dict[str, Any] | None) -> str | None:
-    """The step key a retry of a failed run resumes from (the step whose error failed it)."""
-    return (error or {}).get("step")
-
-
-def same_outcome(a: StepRecordData, b: StepRecordData) -> bool:
-    """Whether two records of one key say the same thing (tracebacks aside)."""
-
-    def error_id(record: StepRecordData):
-        error = record.error or {}
-        return error.get("type"), error.get("code"), error.get("message")
-
-    return (a.kind, a.status, a.value, error_id(a)) == (b.kind, b.status, b.value, error_id(b))
+        self._lost = True
+        raise LeaseLost(self.execution_id)

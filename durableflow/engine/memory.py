@@ -1,40 +1,28 @@
-"""An in-memory journal and backend: no database, a clock you move by hand.
+"""The in-memory storage: the storage protocol in dictionaries, with a clock you move by hand.
 
-Held to the same contract suite as the ORM journal. ``durableflow.testing`` builds on it
-so that a project can test its workflows in plain unit tests.
+It implements ``durableflow.engine.storage.Storage`` and nothing else: the verbs that run
+on it are the engine's, the same the workers run on the ORM storage. ``durableflow.testing``
+builds a tester on it so that a project can test its workflows in plain unit tests.
+
+Transactions: one lock serialises every call (as SQLite serialises writers); ``atomic()``
+copies the tables on entry and puts the copy back if the block raises, so a verb that fails
+halfway leaves nothing behind, as a rolled-back database transaction would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
-from durableflow import exceptions
-from durableflow.engine import driver
-from durableflow.engine.context import EngineSettings
-from durableflow.engine.journal import (
-    RUNNABLE,
-    TERMINAL,
-    Claim,
-    ExecutionStatus,
-    LeaseLost,
-    Outcome,
-    StepConflict,
-    StepRecordData,
-    StepStatus,
-    outcome_fields,
-    retry_target,
-    same_outcome,
-)
-from durableflow.engine.starts import check_repeat, prepare_start
-from durableflow.registry import Registry
-from durableflow.registry import registry as default_registry
+from durableflow.engine.records import RECORD_FIELDS, StepRecordData
+from durableflow.engine.states import DUE_ONLY, RUNNABLE, ExecutionStatus
+from durableflow.engine.storage import ANY, NOW, ClaimRow
 
-__all__ = ["ManualClock", "MemoryExecution", "InMemoryBackend", "InMemoryJournal"]
+__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "InMemoryStorage"]
 
 S = ExecutionStatus
 
@@ -54,6 +42,8 @@ class ManualClock:
 
 @dataclass
 class MemoryExecution:
+    """An execution row: the attributes of the ``Execution`` model that the engine reads."""
+
     id: str
     workflow: str
     version: str
@@ -62,9 +52,12 @@ class MemoryExecution:
     result: Any = None
     error: dict[str, Any] | None = None
     idempotency_key: str | None = None
+    queue: str = ""
     parent_id: str | None = None
     root_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
+    enqueued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
     wake_at: datetime | None = None
@@ -72,206 +65,250 @@ class MemoryExecution:
     lease_token: str | None = None
     lease_expires_at: datetime | None = None
     deliveries: int = 0
-    records: dict[str, StepRecordData] = field(default_factory=dict, repr=False)
 
 
-class InMemoryBackend:
-    """Executions and their journals in dictionaries, guarded by one lock."""
+_EXECUTION_FIELDS = frozenset(f.name for f in fields(MemoryExecution))
 
-    def __init__(
-        self,
-        registry: Registry = default_registry,
-        *,
-        clock: Callable[[], datetime] | None = None,
-        lease_seconds: float = 60,
-        settings: EngineSettings | None = None,
-    ):
-        self.registry = registry
+
+@dataclass
+class MemoryTables:
+    """Every table of the in-memory storage (copied whole by ``atomic``)."""
+
+    executions: dict[str, MemoryExecution] = field(default_factory=dict)
+    steps: dict[str, dict[str, StepRecordData]] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Lease:
+    lost: bool = False
+
+
+class InMemoryStorage:
+    """The storage protocol in memory. Thread-safe: one re-entrant lock guards everything."""
+
+    def __init__(self, clock: Callable[[], datetime] | None = None):
         self.clock = clock or ManualClock()
-        self.lease_seconds = lease_seconds
-        self.settings = settings or EngineSettings()
-        self.executions: dict[str, MemoryExecution] = {}
+        self.tables = MemoryTables()
         self.lock = threading.RLock()
+        # Task messages "sent" after commit, in order: (task, args, queue). A tester reads them.
+        self.outbox: list[tuple[str, tuple, str]] = []
+        self._pending: list[list[tuple[str, tuple, str]]] = []
 
-    # Steering -------------------------------------------------------------------------
+    # Transactions, clock and outbox --------------------------------------------------
 
-    def start(self, workflow, params=None, *, execution_id=None, idempotency_key=None) -> MemoryExecution:
-        request = prepare_start(
-            self.registry,
-            workflow,
-            params,
-            execution_id=execution_id,
-            idempotency_key=idempotency_key,
-            max_payload_bytes=self.settings.max_payload_bytes,
-        )
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
         with self.lock:
-            existing = self.executions.get(request.execution_id)
-            if existing is None and idempotency_key is not None:
-                existing = next(
-                    (
-                        e
-                        for e in self.executions.values()
-                        if e.workflow == request.definition.name and e.idempotency_key == idempotency_key
-                    ),
-                    None,
-                )
-            if existing is not None:
-                check_repeat(request, existing.workflow, existing.params)
-                return existing
-            execution = MemoryExecution(
-                id=request.execution_id,
-                workflow=request.definition.name,
-                version=request.definition.version,
-                params=request.params,
-                idempotency_key=idempotency_key,
-                root_id=request.execution_id,
-                created_at=self.clock(),
-            )
-            self.executions[execution.id] = execution
-            return execution
-
-    def cancel(self, execution_id: str, reason: str | None = None) -> MemoryExecution:
-        with self.lock:
-            execution = self.get(execution_id)
-            if execution.status in TERMINAL:
-                raise exceptions.InvalidTransition(
-                    message=f"execution {execution_id} is {execution.status} and cannot be cancelled"
-                )
-            execution.status = S.CANCELLED
-            execution.error = {"code": "CANCELLED", "message": reason or "cancelled"}
-            execution.finished_at = self.clock()
-            execution.lease_token = execution.lease_expires_at = execution.wake_at = None
-            return execution
-
-    def retry(self, execution_id: str) -> MemoryExecution:
-        with self.lock:
-            execution = self.get(execution_id)
-            stalled = execution.status == S.WAITING and (execution.waiting_for or {}).get("kind") == "stalled"
-            if execution.status != S.FAILED and not stalled:
-                raise exceptions.InvalidTransition(
-                    message=f"execution {execution_id} is {execution.status}; only a failed run can be retried"
-                )
-            record = execution.records.get(retry_target(execution.error) or "")
-            if record is not None and record.status == StepStatus.FAILED:
-                record.status, record.attempts, record.finished_at = StepStatus.WAITING, 0, None
-            execution.status, execution.error, execution.finished_at = S.PENDING, None, None
-            execution.wake_at = execution.waiting_for = None
-            return execution
-
-    # Deliveries -----------------------------------------------------------------------
-
-    def journal(self, execution_id: str) -> InMemoryJournal:
-        return InMemoryJournal(self, execution_id)
-
-    def deliver(self, execution_id: str) -> str:
-        return driver.deliver(self.journal(execution_id), self.registry, self.settings)
-
-    def runnable(self) -> list[str]:
-        now = self.clock()
-        with self.lock:
-            return [e.id for e in self.executions.values() if _claimable(e, now)]
-
-    def run(self, max_deliveries: int = 10_000) -> int:
-        """Deliver every runnable execution until none is left; return the number of deliveries."""
-        count = 0
-        while count < max_deliveries:
-            ready = self.runnable()
-            if not ready:
-                return count
-            for execution_id in ready:
-                self.deliver(execution_id)
-                count += 1
-        raise RuntimeError(f"still runnable after {max_deliveries} deliveries: does a workflow loop?")
-
-    def advance(self, seconds: float) -> None:
-        if not isinstance(self.clock, ManualClock):
-            raise TypeError("advance() needs the backend's ManualClock")
-        self.clock.advance(seconds)
-
-    # Reading --------------------------------------------------------------------------
-
-    def get(self, execution_id: str) -> MemoryExecution:
-        try:
-            return self.executions[execution_id]
-        except KeyError:
-            raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}") from None
-
-    def records(self, execution_id: str) -> list[StepRecordData]:
-        with self.lock:
-            return copy.deepcopy(list(self.get(execution_id).records.values()))
-
-
-def _claimable(execution: MemoryExecution, now: datetime) -> bool:
-    if execution.status not in RUNNABLE:
-        return False
-    if execution.status == S.WAITING and (execution.wake_at is None or execution.wake_at > now):
-        return False
-    return execution.lease_token is None or execution.lease_expires_at <= now
-
-
-class InMemoryJournal:
-    """One delivery's lease on one in-memory execution."""
-
-    def __init__(self, backend: InMemoryBackend, execution_id: str):
-        self.backend = backend
-        self.execution_id = execution_id
-        self.token = uuid.uuid4().hex
-        self.lost = False
-
-    def claim(self) -> Claim | None:
-        backend = self.backend
-        with backend.lock:
-            execution = backend.executions.get(self.execution_id)
-            now = backend.clock()
-            if execution is None or not _claimable(execution, now):
-                return None
-            execution.status = S.RUNNING
-            execution.lease_token = self.token
-            execution.lease_expires_at = now + timedelta(seconds=backend.lease_seconds)
-            execution.deliveries += 1
-            execution.started_at = execution.started_at or now
-            return Claim(
-                execution_id=execution.id,
-                workflow=execution.workflow,
-                version=execution.version,
-                params=copy.deepcopy(execution.params),
-                records=copy.deepcopy(execution.records),
-                now=now,
-                delivery=execution.deliveries,
-                parent_id=execution.parent_id,
-                root_id=execution.root_id,
-                waiting_for=copy.deepcopy(execution.waiting_for),
-            )
+            saved = copy.deepcopy(self.tables)
+            self._pending.append([])
+            try:
+                yield
+            except BaseException:
+                self.tables = saved
+                self._pending.pop()
+                raise
+            messages = self._pending.pop()
+            if self._pending:
+                self._pending[-1].extend(messages)
+            else:
+                self.outbox.extend(messages)
 
     def now(self) -> datetime:
-        return self.backend.clock()
+        return self.clock()
 
-    def lease_lost(self) -> bool:
-        return self.lost
+    def monotonic(self) -> float:
+        return self.clock().timestamp()
 
-    def _fenced(self) -> MemoryExecution:
-        execution = self.backend.executions[self.execution_id]
-        if execution.lease_token != self.token:
-            self.lost = True
-            raise LeaseLost(self.execution_id)
-        return execution
+    def enqueue(self, task: str, args: tuple, queue: str) -> bool:
+        with self.lock:
+            (self._pending[-1] if self._pending else self.outbox).append((task, tuple(args), queue))
+        return True
 
-    def write_step(self, record: StepRecordData, *, new: bool) -> None:
-        with self.backend.lock:
-            execution = self._fenced()
-            existing = execution.records.get(record.key)
-            if new and existing is not None:
-                if not same_outcome(existing, record):
-                    raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
-                return
-            execution.records[record.key] = copy.deepcopy(record)
+    def _value(self, value: Any) -> Any:
+        return self.clock() if value is NOW else copy.deepcopy(value)
 
-    def finish(self, outcome: Outcome) -> None:
-        with self.backend.lock:
-            execution = self._fenced()
-            fields, _ = outcome_fields(outcome, self.backend.clock())
-            for name, value in fields.items():
-                setattr(execution, name, copy.deepcopy(value))
+    # Executions -----------------------------------------------------------------------
 
-    def close(self) -> None:
+    def create_execution(self, values: dict[str, Any]) -> MemoryExecution | None:
+        with self.lock:
+            executions = self.tables.executions
+            key = values.get("idempotency_key")
+            if values["id"] in executions or (
+                key is not None
+                and any(e.workflow == values["workflow"] and e.idempotency_key == key for e in executions.values())
+            ):
+                return None
+            execution = MemoryExecution(**{name: self._value(value) for name, value in values.items()})
+            executions[execution.id] = execution
+            self.tables.steps[execution.id] = {}
+            return copy.deepcopy(execution)
+
+    def get_execution(self, execution_id: str) -> MemoryExecution | None:
+        with self.lock:
+            execution = self.tables.executions.get(execution_id)
+            return copy.deepcopy(execution)
+
+    def find_execution(self, workflow: str, idempotency_key: str) -> MemoryExecution | None:
+        with self.lock:
+            for execution in self.tables.executions.values():
+                if execution.workflow == workflow and execution.idempotency_key == idempotency_key:
+                    return copy.deepcopy(execution)
+        return None
+
+    def update_execution(
+        self, execution_id: str, values: dict[str, Any], *, statuses: Iterable[str] | None = None, token: Any = ANY
+    ) -> int:
+        with self.lock:
+            execution = self.tables.executions.get(execution_id)
+            if execution is None or (statuses is not None and execution.status not in set(statuses)):
+                return 0
+            if token is not ANY and execution.lease_token != token:
+                return 0
+            self._set(execution, values)
+            return 1
+
+    def update_executions(
+        self, ids: Iterable[str], values: dict[str, Any], *, statuses: Iterable[str] | None = None
+    ) -> int:
+        with self.lock:
+            return sum(self.update_execution(pk, values, statuses=statuses) for pk in ids)
+
+    def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]:
+        wanted = None if statuses is None else set(statuses)
+        with self.lock:
+            return [
+                e.id
+                for e in self.tables.executions.values()
+                if (parent_id is None or e.parent_id == parent_id) and (wanted is None or e.status in wanted)
+            ]
+
+    def _set(self, execution: MemoryExecution, values: dict[str, Any]) -> None:
+        unknown = set(values) - _EXECUTION_FIELDS
+        if unknown:
+            raise TypeError(f"unknown execution fields {sorted(unknown)}")
+        for name, value in values.items():
+            setattr(execution, name, self._value(value))
+
+    # A delivery -------------------------------------------------------------------------
+
+    def _claimable(self, execution: MemoryExecution, now: datetime) -> bool:
+        if execution.status not in RUNNABLE:
+            return False
+        if execution.status in DUE_ONLY and (execution.wake_at is None or execution.wake_at > now):
+            return False
+        return execution.lease_token is None or execution.lease_expires_at <= now
+
+    def claimable_ids(self) -> list[str]:
+        """Executions a delivery could claim now (the tester delivers these)."""
+        now = self.clock()
+        with self.lock:
+            return [e.id for e in self.tables.executions.values() if self._claimable(e, now)]
+
+    def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None:
+        with self.lock:
+            execution = self.tables.executions.get(execution_id)
+            now = self.clock()
+            if execution is None or not self._claimable(execution, now):
+                return None
+            execution.status = S.RUNNING
+            execution.lease_token = token
+            execution.lease_expires_at = now + timedelta(seconds=lease_seconds)
+            execution.deliveries += 1
+            execution.started_at = execution.started_at or now
+            values = {
+                name: copy.deepcopy(getattr(execution, name))
+                for name in ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for")
+            }
+            values["queue"] = execution.queue
+            return ClaimRow(values, copy.deepcopy(self.tables.steps[execution_id]), now)
+
+    def keep_lease(self, execution_id: str, token: str, seconds: float) -> _Lease:
+        # Nothing renews in memory: time moves only when a test moves the clock.
+        return _Lease()
+
+    def release_lease(self, handle: _Lease) -> None:
         pass
+
+    def holds_lease(self, execution_id: str, token: str) -> bool:
+        with self.lock:
+            execution = self.tables.executions.get(execution_id)
+            return execution is not None and execution.lease_token == token
+
+    def insert_step(self, execution_id: str, token: str, record: StepRecordData) -> bool:
+        with self.lock:
+            if not self.holds_lease(execution_id, token):
+                return False
+            steps = self.tables.steps[execution_id]
+            if record.key in steps:
+                return False
+            steps[record.key] = copy.deepcopy(record)
+            return True
+
+    def update_step(
+        self,
+        execution_id: str,
+        key: str,
+        values: dict[str, Any],
+        *,
+        token: Any = ANY,
+        statuses: Iterable[str] | None = None,
+    ) -> int:
+        with self.lock:
+            if token is not ANY and not self.holds_lease(execution_id, token):
+                return 0
+            record = self.tables.steps.get(execution_id, {}).get(key)
+            if record is None or (statuses is not None and record.status not in set(statuses)):
+                return 0
+            for name, value in values.items():
+                if name not in RECORD_FIELDS:
+                    raise TypeError(f"unknown step field {name!r}")
+                setattr(record, name, self._value(value))
+            return 1
+
+    def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
+        with self.lock:
+            return copy.deepcopy(self.tables.steps.get(execution_id, {}).get(key))
+
+    def steps(self, execution_id: str) -> list[StepRecordData]:
+        with self.lock:
+            return copy.deepcopy(list(self.tables.steps.get(execution_id, {}).values()))
+
+    def complete_steps(
+        self, pairs: Iterable[tuple[str, str]], values: dict[str, Any], *, kind: str, statuses: Iterable[str]
+    ) -> int:
+        wanted = set(statuses)
+        count = 0
+        with self.lock:
+            for execution_id, key in pairs:
+                record = self.tables.steps.get(execution_id, {}).get(key)
+                if record is not None and record.kind == kind and record.status in wanted:
+                    count += self.update_step(execution_id, key, values)
+        return count
+
+    # The sweep --------------------------------------------------------------------------
+
+    def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]:
+        now = self.clock()
+        with self.lock:
+            due = sorted(
+                (e for e in self.tables.executions.values() if e.status in DUE_ONLY and e.wake_at and e.wake_at <= now),
+                key=lambda e: e.wake_at,
+            )
+            return [(e.id, e.queue, copy.deepcopy(e.waiting_for)) for e in due[:limit]]
+
+    def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]:
+        now = self.clock()
+        overdue = now - timedelta(seconds=redeliver_after)
+        with self.lock:
+            stale = sorted(
+                (
+                    e
+                    for e in self.tables.executions.values()
+                    if e.status in RUNNABLE - DUE_ONLY
+                    and (e.lease_token is None or e.lease_expires_at < now)
+                    and e.enqueued_at is not None
+                    and e.enqueued_at < overdue
+                ),
+                key=lambda e: e.enqueued_at,
+            )
+            return [(e.id, e.queue) for e in stale[:limit]]

@@ -1,15 +1,20 @@
-"""What every backend checks before it writes a new execution."""
+"""Starting executions: what is checked before anything is written, and the ``start`` verb."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from durableflow import exceptions, values
+from durableflow import dispatch, exceptions, values
+from durableflow.engine.states import ExecutionStatus
+from durableflow.engine.storage import NOW
 from durableflow.registry import Registry, WorkflowDefinition
 
-__all__ = ["StartRequest", "prepare_start", "check_repeat", "MAX_ID_LENGTH"]
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
+
+__all__ = ["StartRequest", "prepare_start", "check_repeat", "Starts", "MAX_ID_LENGTH"]
 
 MAX_ID_LENGTH = 200
 
@@ -64,3 +69,60 @@ def check_repeat(request: StartRequest, workflow: str, params: Any) -> None:
             "IDEMPOTENCY_CONFLICT",
             f"{named} already started workflow {workflow!r} with other params; use a new key for a new execution",
         )
+
+
+class Starts:
+    """The ``start`` verb (a mixin of ``Engine``)."""
+
+    def start(
+        self: Engine,
+        workflow: str | Callable[..., Any] | WorkflowDefinition,
+        params: Any = None,
+        *,
+        execution_id: str | None = None,
+        idempotency_key: str | None = None,
+        queue: str | None = None,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+    ) -> tuple[Any, bool]:
+        """Write a new execution and ask for its delivery once the transaction commits.
+
+        Returns ``(execution, created)``. A repeated ``idempotency_key`` (or
+        ``execution_id``) returns the first execution, or raises ``IDEMPOTENCY_CONFLICT`` if
+        it asked for something else. Invalid input raises ``WorkflowStartError`` and writes
+        nothing. The storage's unique constraints, not a pre-check, decide what is a repeat.
+        """
+        request = prepare_start(
+            self.registry,
+            workflow,
+            params,
+            execution_id=execution_id,
+            idempotency_key=idempotency_key,
+            max_payload_bytes=self.settings.max_payload_bytes,
+        )
+        queue = queue or self.settings.default_queue
+        execution = self.storage.create_execution(
+            {
+                "id": request.execution_id,
+                "workflow": request.definition.name,
+                "version": request.definition.version,
+                "status": ExecutionStatus.PENDING,
+                "params": request.params,
+                "idempotency_key": idempotency_key,
+                "queue": queue,
+                "parent_id": parent_id,
+                "root_id": root_id or request.execution_id,
+                "enqueued_at": NOW,
+                "created_at": NOW,
+            }
+        )
+        if execution is None:
+            existing = self.storage.get_execution(request.execution_id)
+            if existing is None and idempotency_key is not None:
+                existing = self.storage.find_execution(request.definition.name, idempotency_key)
+            if existing is None:  # pragma: no cover - deleted between the insert and the read
+                raise exceptions.WorkflowStartError("IDEMPOTENCY_CONFLICT", "the execution vanished; start again")
+            check_repeat(request, existing.workflow, existing.params)
+            return existing, False
+        self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
+        return execution, True

@@ -1,0 +1,18 @@
+"""The settings the engine reads, as one frozen value (Django's face builds it from DURABLEFLOW)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from durableflow.options import Retry
+
+__all__ = ["EngineSettings"]
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    default_retry: Retry = field(default_factory=lambda: Retry(max_attempts=1))
+    max_payload_bytes: int = 1_000_000
+    default_queue: str = "durableflow"
+    lease_seconds: float = 60
+    sweep_batch_size: int = 500

@@ -1,0 +1,133 @@
+"""The storage protocol: the reads and conditional writes that the verbs are written over.
+
+The verbs (``durableflow.engine.verbs``) and a delivery's ``Journal`` decide what changes;
+a storage only keeps rows and answers whether a conditional write matched. Two storages
+implement exactly this protocol and are held to one contract suite: the ORM one
+(``durableflow.orm.OrmStorage``, in the project's database, honouring its routers) and the
+in-memory one (``durableflow.engine.memory.InMemoryStorage``, for tests).
+
+Rows are returned as objects with attributes (the ORM storage returns model instances, the
+in-memory one dataclasses); ``fields`` passed in are plain values, or ``NOW`` for the
+storage's clock at the write. Every method below is the whole protocol:
+
+Transactions, clock and outbox
+    ``atomic()``                         a transaction (a savepoint when nested); rolls back on error
+    ``now()``                            the storage's clock (the database's, where there is one)
+    ``monotonic()``                      seconds on a clock that ``now()`` moves with (for a delivery's clock)
+    ``enqueue(task, args, queue)``       send a task message once the current transaction commits
+                                         (at once outside one); returns whether it was sent
+
+Executions
+    ``create_execution(fields)``         insert; ``None`` if its id or (workflow, idempotency key) is taken,
+                                         without breaking the caller's transaction
+    ``get_execution(id)``                the row, or ``None``
+    ``find_execution(workflow, idempotency_key)``
+    ``update_execution(id, fields, *, statuses=None, token=ANY)``
+                                         conditional update: only while the status is in ``statuses`` and
+                                         (unless ``ANY``) the lease token equals ``token``; returns the count
+    ``update_executions(ids, fields, *, statuses=None)``
+    ``execution_ids(*, parent_id=None, statuses=None)``
+
+A delivery (leases and the journal)
+    ``claim(id, token, lease_seconds)``  compare-and-set the lease if the execution is claimable (status
+                                         and due time judged by the storage's clock): a ``ClaimRow``, or None
+    ``keep_lease(id, token, seconds)``   keep renewing the lease while steps run: a handle with ``.lost``
+    ``release_lease(handle)``
+    ``holds_lease(id, token)``
+    ``insert_step(id, token, record)``   one fenced write: inserted only while ``token`` holds the lease and
+                                         the key is not recorded yet; returns whether it was inserted
+    ``update_step(id, key, fields, *, token=ANY, statuses=None)``
+                                         fenced (``token``) or conditional on the step's status; a count
+    ``get_step(id, key)``                a ``StepRecordData`` or None
+    ``steps(id)``                        the journal in order, as ``StepRecordData``
+    ``complete_steps(pairs, fields, *, kind, statuses)``
+                                         update the steps named by exact (execution id, key) pairs
+
+The sweep
+    ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
+                                         transaction (skipping rows another sweep holds): (id, queue, waiting_for)
+    ``lock_stale(redeliver_after, limit)``
+                                         runnable executions nobody is on (lease free or expired) whose last
+                                         wake-up is older than ``redeliver_after`` seconds: (id, queue)
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Protocol
+
+from durableflow.engine.records import StepRecordData
+
+__all__ = ["NOW", "ANY", "ClaimRow", "LeaseHandle", "Storage"]
+
+
+class _Sentinel:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NOW: Any = _Sentinel("NOW")  # a field value: the storage's clock at the write
+ANY: Any = _Sentinel("ANY")  # a condition that matches every value
+
+
+@dataclass
+class ClaimRow:
+    """What a claim returns: the execution's fields, its journal by key, and the clock."""
+
+    execution: dict[str, Any]
+    records: dict[str, StepRecordData]
+    now: datetime
+
+
+class LeaseHandle(Protocol):
+    lost: bool
+
+
+class Storage(Protocol):
+    # Transactions, clock and outbox
+    def atomic(self) -> AbstractContextManager[Any]: ...
+    def now(self) -> datetime: ...
+    def monotonic(self) -> float: ...
+    def enqueue(self, task: str, args: tuple, queue: str) -> bool: ...
+
+    # Executions
+    def create_execution(self, fields: dict[str, Any]) -> Any | None: ...
+    def get_execution(self, execution_id: str) -> Any | None: ...
+    def find_execution(self, workflow: str, idempotency_key: str) -> Any | None: ...
+    def update_execution(
+        self, execution_id: str, fields: dict[str, Any], *, statuses: Iterable[str] | None = None, token: Any = ANY
+    ) -> int: ...
+    def update_executions(
+        self, ids: Iterable[str], fields: dict[str, Any], *, statuses: Iterable[str] | None = None
+    ) -> int: ...
+    def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]: ...
+
+    # A delivery
+    def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None: ...
+    def keep_lease(self, execution_id: str, token: str, seconds: float) -> LeaseHandle: ...
+    def release_lease(self, handle: LeaseHandle) -> None: ...
+    def holds_lease(self, execution_id: str, token: str) -> bool: ...
+    def insert_step(self, execution_id: str, token: str, record: StepRecordData) -> bool: ...
+    def update_step(
+        self,
+        execution_id: str,
+        key: str,
+        fields: dict[str, Any],
+        *,
+        token: Any = ANY,
+        statuses: Iterable[str] | None = None,
+    ) -> int: ...
+    def get_step(self, execution_id: str, key: str) -> StepRecordData | None: ...
+    def steps(self, execution_id: str) -> list[StepRecordData]: ...
+    def complete_steps(
+        self, pairs: Iterable[tuple[str, str]], fields: dict[str, Any], *, kind: str, statuses: Iterable[str]
+    ) -> int: ...
+
+    # The sweep
+    def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...
+    def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...

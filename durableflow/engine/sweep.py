@@ -1,0 +1,70 @@
+"""The sweep: wake due executions and re-send wake-ups nobody acted on."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from durableflow import dispatch
+from durableflow.engine.states import ExecutionStatus, StepStatus
+from durableflow.engine.storage import NOW
+
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
+
+__all__ = ["Sweeping"]
+
+logger = logging.getLogger("durableflow")
+
+S = ExecutionStatus
+
+
+class Sweeping:
+    """The ``sweep`` verb (a mixin of ``Engine``)."""
+
+    def sweep(self: Engine) -> dict[str, int]:
+        """Wake due executions and re-send wake-ups nobody acted on; return counts.
+
+        Safe to run from several beats at once: the due and stale rows are locked by the
+        sweep that reads them (others skip them), waking is a compare-and-set from
+        ``waiting`` to ``pending``, and a duplicate wake-up is harmless because only one
+        delivery can claim an execution's lease. A message that cannot be sent is logged
+        and skipped; the next sweep sends it again.
+        """
+        storage, batch = self.storage, int(self.settings.sweep_batch_size)
+        with storage.atomic():
+            due = storage.lock_due(batch)
+            if due:
+                storage.update_executions(
+                    [pk for pk, _, _ in due],
+                    {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW},
+                    statuses=[S.WAITING],
+                )
+                self._complete_timers(due)
+        with storage.atomic():
+            stale = storage.lock_stale(self.settings.lease_seconds, batch)
+            if stale:
+                storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
+        wakeups = [(pk, queue) for pk, queue, _ in due] + stale
+        sent = sum(bool(storage.enqueue(dispatch.DELIVER, (pk,), queue)) for pk, queue in wakeups)
+        if due or stale:
+            logger.info("sweep: %d due, %d stale, %d sent", len(due), len(stale), sent)
+        return {"due": len(due), "stale": len(stale), "sent": sent}
+
+    def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
+        """Record the due timers as over, for the whole batch at once.
+
+        Each woken delivery would otherwise spend a write transaction on it. Safe here: the
+        executions were waiting (no delivery holds them) and are locked by this transaction; a
+        delivery that finds the record still waiting completes it itself. Steps are matched by
+        exact (execution, key) pairs, so an execution waiting on several things at once only
+        has the step that is due completed.
+        """
+        pairs = [(pk, waiting["step"]) for pk, _, waiting in due if (waiting or {}).get("kind") == "timer"]
+        if pairs:
+            self.storage.complete_steps(
+                pairs,
+                {"status": StepStatus.COMPLETED, "attempts": 1, "finished_at": NOW},
+                kind="sleep",
+                statuses=[StepStatus.WAITING],
+            )

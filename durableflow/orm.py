@@ -1,0 +1,249 @@
+"""The ORM storage: the storage protocol on durableflow's models, in the project's database.
+
+The alias is the one the project's routers give for durableflow's models, so the tables can
+live in a second database. The hot path of a delivery (claim, journal read, fenced step
+insert, fenced outcome) runs hand-written statements (``durableflow.sql``): one UPDATE ...
+RETURNING to claim the lease and read the execution, one SELECT of its journal, one
+single-statement write per live step and one UPDATE for the outcome. Everything else goes
+through the ORM.
+
+Concurrency: every conditional write is one statement whose WHERE clause carries the
+condition (the status, the lease token), so two writers racing for a row cannot both match;
+the sweep locks the rows it reads (SKIP LOCKED on PostgreSQL; SQLite serialises writers).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime, timedelta
+from typing import Any, Iterable
+
+from django.db import IntegrityError, connections, router, transaction
+from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef
+from django.db.models.functions import Now
+
+from durableflow import dispatch
+from durableflow.engine.records import RECORD_FIELDS, StepRecordData
+from durableflow.engine.storage import ANY, NOW, ClaimRow
+from durableflow.leases import Lease, keeper
+from durableflow.models import Execution, StepRecord
+from durableflow.sql import aware, decode_claim, decode_record, statements
+from durableflow.sql import cursor as sql_cursor
+
+__all__ = ["OrmStorage", "db_alias"]
+
+_IN_BATCH = 500  # ids per IN (...) list: well under SQLite's variable limit
+
+
+def db_alias() -> str:
+    """The database alias that holds durableflow's tables (the project's routers decide)."""
+    return router.db_for_write(Execution)
+
+
+class OrmStorage:
+    """The storage protocol on the models. One instance serves one thread (one delivery, one verb).
+
+    ``clock_offset`` shifts the database clock for this storage's reads and writes (tests
+    move time with it).
+    """
+
+    def __init__(self, alias: str | None = None, *, clock_offset: timedelta = timedelta(0)):
+        self.alias = alias or db_alias()
+        self.offset = clock_offset
+        self._cursor = None
+
+    @property
+    def connection(self):
+        return connections[self.alias]
+
+    def _now(self):
+        if not self.offset:
+            return Now()
+        return ExpressionWrapper(Now() + self.offset, output_field=DateTimeField())
+
+    def _executions(self):
+        return Execution.objects.using(self.alias)
+
+    def _steps(self):
+        return StepRecord.objects.using(self.alias)
+
+    def _sql(self):
+        connection = self.connection
+        # One cursor for the storage's life (one delivery): step writes reuse it instead of
+        # going through the connection proxy each time; a reconnect gets a new one.
+        if self._cursor is None or connection.connection is None or self._cursor.cursor.connection is not connection.connection:
+            self._cursor = sql_cursor(connection)
+        return statements(connection), self._cursor
+
+    def _values(self, values: dict[str, Any]) -> dict[str, Any]:
+        return {name: self._now() if value is NOW else value for name, value in values.items()}
+
+    # Transactions, clock and outbox --------------------------------------------------
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        return transaction.atomic(using=self.alias)
+
+    def now(self) -> datetime:
+        sql, cursor = self._sql()
+        cursor.execute(sql.now_sql, {"now": sql.moment(self.offset.total_seconds())})
+        return aware(cursor.fetchone()[0])
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def enqueue(self, task: str, args: tuple, queue: str) -> bool:
+        if self.connection.in_atomic_block:
+            transaction.on_commit(lambda: dispatch.send(task, args, queue), using=self.alias)
+            return True
+        return dispatch.send(task, args, queue)
+
+    # Executions -----------------------------------------------------------------------
+
+    def create_execution(self, values: dict[str, Any]) -> Execution | None:
+        execution = Execution()
+        for name, value in values.items():
+            field = Execution._meta.get_field(name)
+            if value is NOW and field.has_db_default():
+                continue  # the database's default is its clock, and the INSERT returns it
+            setattr(execution, field.attname, self._now() if value is NOW else value)
+        # Inside the caller's transaction a savepoint keeps a repeat from breaking it;
+        # outside one, the INSERT is its own transaction.
+        guard = transaction.atomic(using=self.alias) if self.connection.in_atomic_block else nullcontext()
+        try:
+            with guard:
+                execution.save(using=self.alias, force_insert=True)
+        except IntegrityError:
+            return None
+        return execution
+
+    def get_execution(self, execution_id: str) -> Execution | None:
+        return self._executions().filter(pk=execution_id).first()
+
+    def find_execution(self, workflow: str, idempotency_key: str) -> Execution | None:
+        return self._executions().filter(workflow=workflow, idempotency_key=idempotency_key).first()
+
+    def update_execution(
+        self, execution_id: str, values: dict[str, Any], *, statuses: Iterable[str] | None = None, token: Any = ANY
+    ) -> int:
+        if token is not ANY and statuses is None and NOW not in values.values():
+            # A delivery's outcome: the prepared, fenced statement of the hot path.
+            sql, cursor = self._sql()
+            query, params = sql.outcome(values, execution_id, token, self.connection.ops.adapt_datetimefield_value)
+            cursor.execute(query, params)
+            return cursor.rowcount
+        rows = self._executions().filter(pk=execution_id)
+        if statuses is not None:
+            rows = rows.filter(status__in=list(statuses))
+        if token is not ANY:
+            rows = rows.filter(lease_token=token)
+        return rows.update(**self._values(values))
+
+    def update_executions(
+        self, ids: Iterable[str], values: dict[str, Any], *, statuses: Iterable[str] | None = None
+    ) -> int:
+        ids, count = list(ids), 0
+        for start in range(0, len(ids), _IN_BATCH):
+            rows = self._executions().filter(pk__in=ids[start : start + _IN_BATCH])
+            if statuses is not None:
+                rows = rows.filter(status__in=list(statuses))
+            count += rows.update(**self._values(values))
+        return count
+
+    def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]:
+        rows = self._executions().order_by()
+        if parent_id is not None:
+            rows = rows.filter(parent_id=parent_id)
+        if statuses is not None:
+            rows = rows.filter(status__in=list(statuses))
+        return list(rows.values_list("pk", flat=True))
+
+    # A delivery -------------------------------------------------------------------------
+
+    def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None:
+        sql, cursor = self._sql()
+        offset = self.offset.total_seconds()
+        cursor.execute(sql.claim_sql, sql.claim_params(execution_id, token, lease_seconds, offset))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        execution, db_now = decode_claim(row)
+        cursor.execute(sql.journal_sql, {"id": execution_id})
+        records = {record.key: record for record in map(decode_record, cursor.fetchall())}
+        return ClaimRow(execution, records, db_now)
+
+    def keep_lease(self, execution_id: str, token: str, seconds: float) -> Lease:
+        return keeper.hold(execution_id, token, seconds, self.offset)
+
+    def release_lease(self, handle: Lease) -> None:
+        keeper.release(handle)
+
+    def holds_lease(self, execution_id: str, token: str) -> bool:
+        return self._executions().filter(pk=execution_id, lease_token=token).exists()
+
+    def insert_step(self, execution_id: str, token: str, record: StepRecordData) -> bool:
+        sql, cursor = self._sql()
+        cursor.execute(
+            sql.insert_sql,
+            sql.insert_params(record, execution_id, token, self.connection.ops.adapt_datetimefield_value),
+        )
+        return cursor.rowcount == 1
+
+    def update_step(
+        self,
+        execution_id: str,
+        key: str,
+        values: dict[str, Any],
+        *,
+        token: Any = ANY,
+        statuses: Iterable[str] | None = None,
+    ) -> int:
+        rows = self._steps().filter(execution_id=execution_id, key=key)
+        if statuses is not None:
+            rows = rows.filter(status__in=list(statuses))
+        if token is not ANY:
+            rows = rows.filter(
+                Exists(self._executions().filter(pk=OuterRef("execution_id"), lease_token=token)),
+            )
+        return rows.update(**self._values(values))
+
+    def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
+        values = self._steps().filter(execution_id=execution_id, key=key).values(*RECORD_FIELDS).first()
+        return None if values is None else StepRecordData(**values)
+
+    def steps(self, execution_id: str) -> list[StepRecordData]:
+        rows = self._steps().filter(execution_id=execution_id).order_by("id").values(*RECORD_FIELDS)
+        return [StepRecordData(**values) for values in rows]
+
+    def complete_steps(
+        self, pairs: Iterable[tuple[str, str]], values: dict[str, Any], *, kind: str, statuses: Iterable[str]
+    ) -> int:
+        # Candidates by execution, then the exact pairs in Python: OR-ing pairs in SQL hits
+        # SQLite's expression-depth limit around 500 of them.
+        wanted = set(pairs)
+        ids = sorted({pk for pk, _ in wanted})
+        matched: list[int] = []
+        for start in range(0, len(ids), _IN_BATCH):
+            candidates = self._steps().filter(
+                execution_id__in=ids[start : start + _IN_BATCH], kind=kind, status__in=list(statuses)
+            )
+            matched += [pk for pk, ex, key in candidates.values_list("pk", "execution_id", "key") if (ex, key) in wanted]
+        count = 0
+        for start in range(0, len(matched), _IN_BATCH):
+            count += self._steps().filter(pk__in=matched[start : start + _IN_BATCH]).update(**self._values(values))
+        return count
+
+    # The sweep --------------------------------------------------------------------------
+
+    def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]:
+        rows = self._executions().due(self._now()).order_by("wake_at").select_for_update(skip_locked=True)
+        return list(rows.values_list("id", "queue", "waiting_for")[:limit])
+
+    def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]:
+        rows = (
+            self._executions()
+            .stale(redeliver_after, self._now())
+            .order_by("enqueued_at")
+            .select_for_update(skip_locked=True)
+        )
+        return list(rows.values_list("id", "queue")[:limit])
