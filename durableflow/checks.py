@@ -9,7 +9,6 @@ from django.core.exceptions import ImproperlyConfigured
 from durableflow import dispatch
 
 
-
 def _celery_conf():
     try:
         from celery import current_app

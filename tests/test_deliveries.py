@@ -33,7 +33,9 @@ def test_started_workflow_completes_with_journal_in_order(cluster, live_db):
 def test_rolled_back_start_leaves_nothing_and_runs_nothing(cluster, live_db, monkeypatch):
     published = []
     real_send = dispatch.send
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: published.append(args) or real_send(task, args, queue))
+    monkeypatch.setattr(
+        dispatch, "send", lambda task, args, queue: published.append(args) or real_send(task, args, queue)
+    )
     tag = uid("rollback")
 
     with pytest.raises(RuntimeError), transaction.atomic():

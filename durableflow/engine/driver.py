@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 
 from durableflow import exceptions, values
-from durableflow.engine.context import Context, Suspend
+from durableflow.engine.context import Context
 from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     Claim,
@@ -17,6 +17,7 @@ from durableflow.engine.records import (
     Requeued,
     Stalled,
     StepConflict,
+    Suspend,
     Suspended,
 )
 from durableflow.engine.settings import EngineSettings

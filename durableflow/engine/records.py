@@ -19,6 +19,7 @@ __all__ = [
     "Outcome",
     "LeaseLost",
     "StepConflict",
+    "Suspend",
     "outcome_fields",
     "retry_target",
     "same_outcome",
@@ -112,6 +113,15 @@ class LeaseLost(BaseException):
 
 class StepConflict(BaseException):
     """The step is already recorded with another outcome: end the delivery and replay."""
+
+
+class Suspend(BaseException):
+    """End the delivery: the execution waits for ``wake_at`` or to be woken."""
+
+    def __init__(self, wake_at: datetime | None, waiting_for: dict[str, Any]):
+        super().__init__(waiting_for.get("kind"))
+        self.wake_at = wake_at
+        self.waiting_for = waiting_for
 
 
 def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], bool]:

@@ -1,4 +1,4 @@
-"""The ORM storage: the storage protocol on durableflow's models, in the project's database.
+"""The ORM storage's core: executions, the journal, leases and the sweep.
 
 The alias is the one the project's routers give for durableflow's models, so the tables can
 live in a second database. The hot path of a delivery (claim, journal read, fenced step
@@ -31,7 +31,7 @@ from durableflow.models import Execution, StepRecord
 from durableflow.sql import aware, decode_claim, decode_record, statements
 from durableflow.sql import cursor as sql_cursor
 
-__all__ = ["OrmStorage", "db_alias"]
+__all__ = ["OrmCore", "db_alias"]
 
 _IN_BATCH = 500  # ids per IN (...) list: well under SQLite's variable limit
 
@@ -41,11 +41,11 @@ def db_alias() -> str:
     return router.db_for_write(Execution)
 
 
-class OrmStorage:
-    """The storage protocol on the models. One instance serves one thread (one delivery, one verb).
+class OrmCore:
+    """Executions, the journal, leases and the sweep on the models (a part of ``OrmStorage``).
 
-    ``clock_offset`` shifts the database clock for this storage's reads and writes (tests
-    move time with it).
+    One instance serves one thread (one delivery, one verb). ``clock_offset`` shifts the
+    database clock for this storage's reads and writes (tests move time with it).
     """
 
     def __init__(self, alias: str | None = None, *, clock_offset: timedelta = timedelta(0)):
@@ -72,7 +72,11 @@ class OrmStorage:
         connection = self.connection
         # One cursor for the storage's life (one delivery): step writes reuse it instead of
         # going through the connection proxy each time; a reconnect gets a new one.
-        if self._cursor is None or connection.connection is None or self._cursor.cursor.connection is not connection.connection:
+        if (
+            self._cursor is None
+            or connection.connection is None
+            or self._cursor.cursor.connection is not connection.connection
+        ):
             self._cursor = sql_cursor(connection)
         return statements(connection), self._cursor
 
@@ -227,7 +231,9 @@ class OrmStorage:
             candidates = self._steps().filter(
                 execution_id__in=ids[start : start + _IN_BATCH], kind=kind, status__in=list(statuses)
             )
-            matched += [pk for pk, ex, key in candidates.values_list("pk", "execution_id", "key") if (ex, key) in wanted]
+            matched += [
+                pk for pk, ex, key in candidates.values_list("pk", "execution_id", "key") if (ex, key) in wanted
+            ]
         count = 0
         for start in range(0, len(matched), _IN_BATCH):
             count += self._steps().filter(pk__in=matched[start : start + _IN_BATCH]).update(**self._values(values))

@@ -1,4 +1,4 @@
-"""The in-memory storage: the storage protocol in dictionaries, with a clock you move by hand.
+"""The in-memory storage's core: executions, the journal and the sweep, in dictionaries.
 
 It implements ``durableflow.engine.storage.Storage`` and nothing else: the verbs that run
 on it are the engine's, the same the workers run on the ORM storage. ``durableflow.testing``
@@ -22,7 +22,7 @@ from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import DUE_ONLY, RUNNABLE, ExecutionStatus
 from durableflow.engine.storage import ANY, NOW, ClaimRow
 
-__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "InMemoryStorage"]
+__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
 
 S = ExecutionStatus
 
@@ -83,8 +83,11 @@ class _Lease:
     lost: bool = False
 
 
-class InMemoryStorage:
-    """The storage protocol in memory. Thread-safe: one re-entrant lock guards everything."""
+class MemoryCore:
+    """Executions, the journal, leases and the sweep in memory (a part of ``InMemoryStorage``).
+
+    Thread-safe: one re-entrant lock guards everything.
+    """
 
     def __init__(self, clock: Callable[[], datetime] | None = None):
         self.clock = clock or ManualClock()

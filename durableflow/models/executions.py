@@ -1,7 +1,4 @@
-"""Executions and their journals.
-
-The database is the source of truth: a Celery message only says "look at execution X".
-"""
+"""Executions and their journals (step records)."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from django.db.models.functions import Now
 
 from durableflow.engine.states import DUE_ONLY, RUNNABLE, TERMINAL, ExecutionStatus, StepStatus
 
-__all__ = ["Execution", "StepRecord"]
+__all__ = ["Execution", "StepRecord", "status_in"]
 
 S = ExecutionStatus
 # Runnable whenever their lease is free (the others only once due): the sweep re-sends these.

@@ -1,0 +1,16 @@
+"""``ctx.step``: the step methods, one module per kind of step, mixed into one class.
+
+Every method takes a step key first (or derives one from the call site) and is replayed
+from the journal: see ``durableflow.engine.context``.
+"""
+
+from __future__ import annotations
+
+from durableflow.engine.steps.run import RunSteps
+from durableflow.engine.steps.timers import TimerSteps
+
+__all__ = ["StepAPI"]
+
+
+class StepAPI(RunSteps, TimerSteps):
+    """``ctx.step``: every method takes a step key first (or derives one from the call site)."""

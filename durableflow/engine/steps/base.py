@@ -1,0 +1,122 @@
+"""What every step method shares: one live attempt, durable retries, recorded failures."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Callable
+
+from durableflow import exceptions, values
+from durableflow.engine.context import iso, parse_iso
+from durableflow.engine.records import StepRecordData
+from durableflow.engine.states import StepStatus
+from durableflow.options import Retry
+
+if TYPE_CHECKING:
+    from durableflow.engine.context import Context
+
+__all__ = ["StepBase", "started_at", "validate", "apply_schema"]
+
+
+class StepBase:
+    """The base of ``ctx.step``: holds the context; the step methods are mixed in."""
+
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+
+    def _resume(self, key: str, record: StepRecordData) -> None:
+        """A recorded, unfinished step: raise its recorded failure, or wait until its next attempt."""
+        if record.status == StepStatus.FAILED:
+            self._ctx._raise_recorded(record)
+        self._wait_until_due(key, record)
+
+    def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
+        """One live attempt of a step body: ``(started, result, error)``."""
+        ctx = self._ctx
+        ctx._go_live()
+        started = ctx._journal.now()
+        ctx._in_step = key
+        try:
+            return started, call(), None
+        except Exception as exc:
+            return started, None, exc
+        finally:
+            ctx._in_step = None
+
+    def _failed_attempt(self, key, record, attempt, exc, retry, started):
+        ctx = self._ctx
+        if isinstance(exc, exceptions.RetryableError):
+            policy = retry or Retry()
+            max_attempts = exc.max_attempts or policy.max_attempts
+            delay = exc.retry_interval if exc.retry_interval is not None else policy.delay(attempt)
+        else:
+            policy = retry or ctx._settings.default_retry
+            max_attempts, delay = policy.max_attempts, policy.delay(attempt)
+        if attempt >= max_attempts:
+            return self._record_failure("run", key, record, attempt, exc, started)
+        now = ctx._journal.now()
+        until = now + timedelta(seconds=delay)
+        ctx.logger.info("step %r attempt %d failed (%s); retrying in %.3g s", key, attempt, exc, delay)
+        waiting = StepRecordData(
+            key=key,
+            kind="run",
+            status=StepStatus.WAITING,
+            attempts=attempt,
+            error=values.encode_error(exc),
+            meta={"until": iso(until)},
+            started_at=started_at(record, started),
+        )
+        ctx._write(waiting, new=record is None)
+        raise ctx._suspend(until, {"kind": "retry", "step": key, "attempt": attempt, "until": iso(until)})
+
+    def _record_failure(self, kind, key, record, attempt, exc, started):
+        """Record the step as failed and raise the recorded error into workflow code."""
+        ctx = self._ctx
+        failed = StepRecordData(
+            key=key,
+            kind=kind,
+            status=StepStatus.FAILED,
+            attempts=attempt,
+            error=values.encode_error(exc),
+            started_at=started_at(record, started),
+            finished_at=ctx._journal.now(),
+        )
+        ctx._write(failed, new=record is None)
+        ctx._raise_recorded(failed, cause=exc)
+
+    def _wait_until_due(self, key: str, record: StepRecordData) -> None:
+        """A step waiting for its next attempt: suspend again if it is not due yet."""
+        until = record.meta.get("until")
+        if until and parse_iso(until) > self._ctx._journal.now():
+            raise self._ctx._suspend(parse_iso(until), {"kind": "retry", "step": key, "until": until})
+
+
+def started_at(record: StepRecordData | None, started: datetime) -> datetime:
+    return record.started_at if record is not None and record.started_at is not None else started
+
+
+def validate(key: str, schema: Any, value: Any) -> tuple[bool, Any]:
+    """Validate with a pydantic model or TypeAdapter: ``(True, parsed)`` or ``(False, error)``."""
+    from pydantic import TypeAdapter, ValidationError
+
+    adapter = schema if isinstance(schema, TypeAdapter) else TypeAdapter(schema)
+    try:
+        return True, adapter.validate_python(value)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'/'.join(str(p) for p in err['loc']) or '/'}: {err['msg']}" for err in exc.errors())
+        return False, exceptions.WorkflowValueError(
+            "STEP_SCHEMA_INVALID", f"step {key!r} value failed its schema: {problems}", step=key
+        )
+
+
+def apply_schema(key: str, schema: Any, value: Any, verdict: str | None) -> Any:
+    """Validate on every replay too; a value rejected on the first run stays rejected."""
+    if schema is None:
+        return value
+    ok, parsed = validate(key, schema, value)
+    if not ok:
+        raise parsed
+    if verdict == "rejected":
+        raise exceptions.WorkflowValueError(
+            "STEP_SCHEMA_INVALID", f"step {key!r}: its schema rejected the value on the first run", step=key
+        )
+    return parsed

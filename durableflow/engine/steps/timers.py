@@ -1,0 +1,59 @@
+"""``ctx.step.sleep`` and ``ctx.step.sleep_until``: durable timers (no worker is held)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Callable
+
+from durableflow.engine.context import iso, parse_iso
+from durableflow.engine.records import StepRecordData
+from durableflow.engine.states import StepStatus
+from durableflow.engine.steps.base import StepBase
+
+__all__ = ["TimerSteps"]
+
+
+class TimerSteps(StepBase):
+    def sleep(self, *args: Any) -> None:
+        """``sleep(key, seconds)``: a durable timer; no worker is held while it runs."""
+        ctx = self._ctx
+        key, rest = ctx._key(args)
+        if len(rest) != 1 or isinstance(rest[0], bool) or not isinstance(rest[0], (int, float)) or rest[0] < 0:
+            raise TypeError("ctx.step.sleep(key, seconds) needs a non-negative number of seconds")
+        self._timer(key, lambda now: now + timedelta(seconds=rest[0]))
+
+    def sleep_until(self, *args: Any) -> None:
+        """``sleep_until(key, when)``: a durable timer until an aware datetime."""
+        ctx = self._ctx
+        key, rest = ctx._key(args)
+        if len(rest) != 1 or not isinstance(rest[0], datetime) or rest[0].tzinfo is None:
+            raise TypeError("ctx.step.sleep_until(key, when) needs a timezone-aware datetime")
+        self._timer(key, lambda now: rest[0])
+
+    def _timer(self, key: str, due: Callable[[datetime], datetime]) -> None:
+        ctx = self._ctx
+        record = ctx._reach(key, "sleep")
+        if record is not None and record.status == StepStatus.COMPLETED:
+            return None
+        now = ctx._journal.now()
+        if record is None:
+            ctx._go_live()
+            until = due(now)
+            if until <= now:
+                ctx._record_live(key, "sleep", None, attempts=1, meta={"until": iso(until)})
+                return None
+            ctx._write(
+                StepRecordData(
+                    key=key, kind="sleep", status=StepStatus.WAITING, meta={"until": iso(until)}, started_at=now
+                ),
+                new=True,
+            )
+        else:
+            until = parse_iso(record.meta["until"])
+            if until <= now:
+                ctx._go_live()
+                ctx._record_live(key, "sleep", None, attempts=1, meta=record.meta, started_at=record.started_at)
+                return None
+        raise ctx._suspend(until, {"kind": "timer", "step": key, "until": iso(until)})
+
+    # poll ------------------------------------------------------------------------------

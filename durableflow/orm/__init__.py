@@ -1,0 +1,15 @@
+"""The ORM storage: the storage protocol on durableflow's models, in the project's database.
+
+``OrmStorage`` is assembled from one part per capability; each implements its share of
+``durableflow.engine.storage.Storage`` on that capability's models.
+"""
+
+from __future__ import annotations
+
+from durableflow.orm.core import OrmCore, db_alias
+
+__all__ = ["OrmStorage", "db_alias"]
+
+
+class OrmStorage(OrmCore):
+    """The storage protocol on the models, on the alias the project's routers choose."""
