@@ -1,12 +1,14 @@
 """Errors raised by durableflow.
 
 Every class carries a stable ``code`` string (the API and the journal speak in codes)
-and a message that names the likely cause::
+and a message that names the likely cause. ``CODES`` below is the one list of codes: every
+code the package raises or records is in it (``tests/test_error_codes.py`` checks the
+source), and this tree names the class that carries each::
 
-    DurableflowError
-    ├── WorkflowStartError        UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
-    ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, DUPLICATE_STEP_KEY,
-    │                             STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID
+    DurableflowError              DURABLEFLOW_ERROR
+    ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
+    ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
+    │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
     ├── RetryableError            RETRYABLE
     ├── StepTimeout               STEP_TIMEOUT
@@ -14,10 +16,12 @@ and a message that names the likely cause::
     ├── WaitTimeout (TimeoutError) WAIT_TIMEOUT
     ├── ChildExecutionError       CHILD_FAILED
     ├── WorkflowEffectError       EFFECT_REQUEST_MISMATCH, INVALID_EFFECT_REQUEST
-    ├── EffectDeliveryError       INVALID_LOOKUP, INVALID_EFFECT_RESULT
+    ├── EffectDeliveryError       INVALID_EFFECT_RESULT
     ├── ExecutionFailed           EXECUTION_FAILED
     ├── ExecutionNotFound         NOT_FOUND
     └── InvalidTransition         INVALID_TRANSITION
+
+Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run).
 """
 
 from __future__ import annotations
@@ -40,6 +44,42 @@ __all__ = [
     "ExecutionNotFound",
     "InvalidTransition",
 ]
+
+
+CODES: dict[str, str] = {
+    "DURABLEFLOW_ERROR": "an error without a more precise code",
+    # starting
+    "START_FAILED": "the execution could not be started",
+    "UNKNOWN_WORKFLOW": "no workflow is registered under that name (at start; on a worker, the run stalls)",
+    "INVALID_PARAMS": "params, execution_id or idempotency_key are not acceptable; nothing was written",
+    "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
+    # values and keys
+    "INVALID_STEP_VALUE": "a step value is not a durable value (JSON data)",
+    "INVALID_RESULT": "the workflow returned a value that is not a durable value",
+    "INVALID_STEP_KEY": "a step key is empty, reserved ($...) or too long",
+    "DUPLICATE_STEP_KEY": "a step key was reached twice in one execution",
+    "NESTED_STEP": "a step was called inside another step's body",
+    "STEP_SCHEMA_INVALID": "a step value failed its schema",
+    "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
+    "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
+    # replay
+    "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
+    # steps and waits
+    "RETRYABLE": "a step body asked to be retried",
+    "STEP_TIMEOUT": "one attempt of a step ran longer than its timeout",
+    "STEP_FAILED": "a step failed with an error that carries no code of its own",
+    "WAIT_TIMEOUT": "a durable wait (or result()) reached its timeout",
+    "CHILD_FAILED": "a child execution did not complete",
+    # effects
+    "EFFECT_REQUEST_MISMATCH": "an effect id is known with another operation or input",
+    "INVALID_EFFECT_REQUEST": "an effect descriptor is invalid",
+    "INVALID_EFFECT_RESULT": "an effect's result is not a durable value",
+    # steering
+    "EXECUTION_FAILED": "the execution ended without completing",
+    "NOT_FOUND": "no such execution",
+    "INVALID_TRANSITION": "the execution's status does not allow that action",
+    "CANCELLED": "the execution was cancelled",
+}
 
 
 class DurableflowError(Exception):
