@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 from durableflow import dispatch, exceptions
 from durableflow.engine.records import retry_target
-from durableflow.engine.states import TERMINAL, ExecutionStatus, StepStatus, check_transition, sources_for
+from durableflow.engine.states import DUE_ONLY, TERMINAL, ExecutionStatus, StepStatus, check_transition, sources_for
 from durableflow.engine.storage import NOW
 
 if TYPE_CHECKING:
@@ -99,6 +99,22 @@ class Steering:
             self.storage.enqueue(dispatch.DELIVER, (execution_id,), execution.queue)
         logger.info("execution %s retried", execution_id)
         return self.get(execution_id)
+
+    def wake(self: Engine, execution_ids: Iterable[str]) -> list[str]:
+        """Make waiting executions runnable and ask for their deliveries once this commits.
+
+        Every wake-up (a due timer, an event, a signal, a finished child, a store change) goes
+        through here: a conditional move from ``waiting`` to ``pending``, so an execution that
+        is running, finished or already woken is left alone. Returns the ids woken.
+        """
+        woken = self.storage.update_executions(
+            execution_ids,
+            {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW},
+            statuses=sources_for(S.PENDING) & DUE_ONLY,
+        )
+        for execution_id, queue in woken:
+            self.storage.enqueue(dispatch.DELIVER, (execution_id,), queue)
+        return [execution_id for execution_id, _ in woken]
 
     def outcome(self: Engine, execution: Any) -> tuple[bool, Any]:
         """``(True, result)`` for a completed execution, ``(False, None)`` for an unfinished one.

@@ -26,6 +26,7 @@ Executions
                                          conditional update: only while the status is in ``statuses`` and
                                          (unless ``ANY``) the lease token equals ``token``; returns the count
     ``update_executions(ids, fields, *, statuses=None)``
+                                         the same for many (locked, then changed): the (id, queue) of those changed
     ``execution_ids(*, parent_id=None, statuses=None)``
 
 A delivery (leases and the journal)

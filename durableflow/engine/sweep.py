@@ -35,21 +35,17 @@ class Sweeping:
         with storage.atomic():
             due = storage.lock_due(batch)
             if due:
-                storage.update_executions(
-                    [pk for pk, _, _ in due],
-                    {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW},
-                    statuses=[S.WAITING],
-                )
                 self._complete_timers(due)
+                woken = self.wake(pk for pk, _, _ in due)  # sent once this commits
         with storage.atomic():
             stale = storage.lock_stale(self.settings.lease_seconds, batch)
             if stale:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
-        wakeups = [(pk, queue) for pk, queue, _ in due] + stale
-        sent = sum(bool(storage.enqueue(dispatch.DELIVER, (pk,), queue)) for pk, queue in wakeups)
+                for pk, queue in stale:
+                    storage.enqueue(dispatch.DELIVER, (pk,), queue)
         if due or stale:
-            logger.info("sweep: %d due, %d stale, %d sent", len(due), len(stale), sent)
-        return {"due": len(due), "stale": len(stale), "sent": sent}
+            logger.info("sweep: %d due (%d woken), %d stale", len(due), len(woken) if due else 0, len(stale))
+        return {"due": len(due), "stale": len(stale)}
 
     def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
         """Record the due timers as over, for the whole batch at once.

@@ -145,14 +145,19 @@ class OrmCore:
 
     def update_executions(
         self, ids: Iterable[str], values: dict[str, Any], *, statuses: Iterable[str] | None = None
-    ) -> int:
-        ids, count = list(ids), 0
-        for start in range(0, len(ids), _IN_BATCH):
-            rows = self._executions().filter(pk__in=ids[start : start + _IN_BATCH])
-            if statuses is not None:
-                rows = rows.filter(status__in=list(statuses))
-            count += rows.update(**self._values(values))
-        return count
+    ) -> list[tuple[str, str]]:
+        ids, changed = list(ids), []
+        with transaction.atomic(using=self.alias):
+            for start in range(0, len(ids), _IN_BATCH):
+                rows = self._executions().filter(pk__in=ids[start : start + _IN_BATCH]).order_by()
+                if statuses is not None:
+                    rows = rows.filter(status__in=list(statuses))
+                # Lock the matches, then change exactly those: the caller learns which moved.
+                matched = list(rows.select_for_update().values_list("pk", "queue"))
+                if matched:
+                    self._executions().filter(pk__in=[pk for pk, _ in matched]).update(**self._values(values))
+                changed += matched
+        return changed
 
     def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]:
         rows = self._executions().order_by()

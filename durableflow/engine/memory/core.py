@@ -172,9 +172,13 @@ class MemoryCore:
 
     def update_executions(
         self, ids: Iterable[str], values: dict[str, Any], *, statuses: Iterable[str] | None = None
-    ) -> int:
+    ) -> list[tuple[str, str]]:
         with self.lock:
-            return sum(self.update_execution(pk, values, statuses=statuses) for pk in ids)
+            return [
+                (pk, self.tables.executions[pk].queue)
+                for pk in ids
+                if self.update_execution(pk, values, statuses=statuses)
+            ]
 
     def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]:
         wanted = None if statuses is None else set(statuses)
