@@ -8,7 +8,8 @@ source), and this tree names the class that carries each::
     DurableflowError              DURABLEFLOW_ERROR
     ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
-    │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID
+    │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
+    │                             INVALID_PAYLOAD, INVALID_EVENT
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
     ├── RetryableError            RETRYABLE
     ├── StepTimeout               STEP_TIMEOUT
@@ -18,8 +19,8 @@ source), and this tree names the class that carries each::
     ├── WorkflowEffectError       EFFECT_REQUEST_MISMATCH, INVALID_EFFECT_REQUEST
     ├── EffectDeliveryError       INVALID_EFFECT_RESULT
     ├── ExecutionFailed           EXECUTION_FAILED
-    ├── ExecutionNotFound         NOT_FOUND
-    └── InvalidTransition         INVALID_TRANSITION
+    ├── ExecutionNotFound         NOT_FOUND, TOKEN_NOT_FOUND
+    └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED
 
 Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run).
 """
@@ -62,6 +63,8 @@ CODES: dict[str, str] = {
     "STEP_SCHEMA_INVALID": "a step value failed its schema",
     "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
     "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
+    "INVALID_PAYLOAD": "an event, signal or token payload is not a durable value",
+    "INVALID_EVENT": "an event type, event id, signal name, token or match is empty, too long or not text",
     # replay
     "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
     # steps and waits
@@ -78,6 +81,9 @@ CODES: dict[str, str] = {
     "EXECUTION_FAILED": "the execution ended without completing",
     "NOT_FOUND": "no such execution",
     "INVALID_TRANSITION": "the execution's status does not allow that action",
+    # waits
+    "TOKEN_NOT_FOUND": "no wait is registered for that token (and it names no unfinished execution's step)",
+    "TOKEN_ALREADY_COMPLETED": "the token was completed before; a token is completed once",
     "CANCELLED": "the execution was cancelled",
 }
 
@@ -176,6 +182,13 @@ class ChildExecutionError(DurableflowError):
     """A child execution did not complete."""
 
     default_code = "CHILD_FAILED"
+
+    def __init__(self, code=None, message=None, *, execution_id=None, status=None, error=None, **detail):
+        # Kept in ``detail`` too, so that the recorded error (and a replay) carries them.
+        super().__init__(code, message, execution_id=execution_id, status=status, error=error, **detail)
+        self.execution_id = execution_id
+        self.status = status
+        self.error = error
 
 
 class WorkflowEffectError(DurableflowError):

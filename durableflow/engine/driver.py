@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 
 from durableflow import exceptions, values
@@ -11,6 +12,8 @@ from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     Claim,
     Completed,
+    Continued,
+    ContinueAsNew,
     Failed,
     LeaseLost,
     Outcome,
@@ -23,7 +26,7 @@ from durableflow.engine.records import (
 from durableflow.engine.settings import EngineSettings
 from durableflow.registry import Registry
 
-__all__ = ["deliver", "SKIPPED", "LEASE_LOST"]
+__all__ = ["deliver", "continuation_id", "SKIPPED", "LEASE_LOST"]
 
 logger = logging.getLogger("durableflow.delivery")
 
@@ -97,6 +100,8 @@ def _replay(claim: Claim, journal: Journal, registry: Registry, settings: Engine
             return Failed(values.encode_error(exc))
     if isinstance(error, Suspend):
         return Suspended(error.wake_at, error.waiting_for)
+    if isinstance(error, ContinueAsNew):
+        return Continued(error.params, continuation_id(claim.execution_id))
     if isinstance(error, StepConflict):
         logger.warning("execution %s: %s; replaying", claim.execution_id, error)
         return Requeued("step-conflict")
@@ -119,3 +124,8 @@ def _stall(claim: Claim, journal: Journal, error: exceptions.NonDeterminismError
         wake_at=wake_at,
         waiting_for={"kind": "stalled", "reason": error.code, "stalls": stalls, "until": wake_at.isoformat()},
     )
+
+
+def continuation_id(execution_id: str) -> str:
+    """The id of the execution that continues ``execution_id`` (the same on every replay)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"durableflow:continue:{execution_id}").hex

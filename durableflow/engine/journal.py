@@ -12,18 +12,26 @@ import logging
 import uuid
 from datetime import datetime, timedelta
 
+from typing import TYPE_CHECKING
+
 from durableflow import dispatch
 from durableflow.engine.records import (
     RECORD_FIELDS,
     Claim,
+    Continued,
     LeaseLost,
     Outcome,
+    Requeued,
     StepConflict,
     StepRecordData,
     outcome_fields,
     same_outcome,
 )
+from durableflow.engine.states import TERMINAL, ExecutionStatus
 from durableflow.engine.storage import Storage
+
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
 
 __all__ = ["Journal"]
 
@@ -39,8 +47,11 @@ class Journal:
     match nothing and are rejected.
     """
 
-    def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float):
+    def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float, engine: Engine | None = None):
         self.storage = storage
+        # The verbs a delivery needs beyond its own journal: starting children, waking the
+        # executions that wait for this one to end.
+        self.engine = engine
         self.execution_id = execution_id
         self.token = uuid.uuid4().hex
         self.lease_seconds = lease_seconds
@@ -48,6 +59,7 @@ class Journal:
         self._lease = None
         self._lost = False
         self._clock: tuple[datetime, float] | None = None
+        self.claimed: Claim | None = None
 
     def claim(self) -> Claim | None:
         """Take the lease if the execution is runnable and unleased; load it and its records."""
@@ -58,7 +70,7 @@ class Journal:
         self._clock = (row.now, self.storage.monotonic())
         execution = row.execution
         self.queue = execution["queue"]
-        return Claim(
+        self.claimed = Claim(
             execution_id=self.execution_id,
             workflow=execution["workflow"],
             version=execution["version"],
@@ -71,6 +83,7 @@ class Journal:
             waiting_for=execution["waiting_for"],
             queue=execution["queue"],
         )
+        return self.claimed
 
     def now(self) -> datetime:
         """The delivery's clock: the storage's clock at the claim, moved on locally."""
@@ -104,13 +117,44 @@ class Journal:
         if not same_outcome(existing, record):
             raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
 
+    def write_steps(self, records: list[StepRecordData]) -> None:
+        """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""
+        if self.storage.insert_steps(self.execution_id, self.token, records):
+            return
+        if not self.storage.holds_lease(self.execution_id, self.token):
+            self._rejected(f"steps {records[0].key!r}...")
+        raise StepConflict(f"steps {records[0].key!r}... are already recorded")
+
     def finish(self, outcome: Outcome) -> None:
-        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``)."""
-        fields, enqueue = outcome_fields(outcome, self.now())
-        if not self.storage.update_execution(self.execution_id, fields, token=self.token):
-            self._rejected(f"outcome {type(outcome).__name__}")
+        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``).
+
+        A wake-up that arrived while this delivery held the lease (an event, a finished child,
+        the last item of a map) turns a suspension into a replay at once: the conditions it
+        suspended on may have changed after it looked. An execution that ends wakes the
+        executions waiting for it, after the outcome is committed.
+        """
+        now = self.now()
+        fields, enqueue = outcome_fields(outcome, now)
+        if_woken = outcome_fields(Requeued("woken"), now)[0] if fields["status"] == ExecutionStatus.WAITING else None
+        if isinstance(outcome, Continued):
+            with self.storage.atomic():  # the new execution exists if and only if this one completed
+                self.engine.continue_as(self.claimed, outcome)
+                row = self._record(fields, outcome)
+        else:
+            row = self._record(fields, outcome, if_woken)
+        if row.woken:
+            logger.info("execution %s was woken while it ran; delivering again", self.execution_id)
+            enqueue = True
         if enqueue:
             self.storage.enqueue(dispatch.DELIVER, (self.execution_id,), self.queue)
+        if row.watched and fields["status"] in TERMINAL and self.engine is not None:
+            self.engine.finished(self.execution_id)
+
+    def _record(self, fields, outcome, if_woken=None):
+        row = self.storage.record_outcome(self.execution_id, self.token, fields, if_woken=if_woken)
+        if row is None:
+            self._rejected(f"outcome {type(outcome).__name__}")
+        return row
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""

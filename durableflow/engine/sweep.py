@@ -43,9 +43,16 @@ class Sweeping:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
                 for pk, queue in stale:
                     storage.enqueue(dispatch.DELIVER, (pk,), queue)
-        if due or stale:
-            logger.info("sweep: %d due (%d woken), %d stale", len(due), len(woken) if due else 0, len(stale))
-        return {"due": len(due), "stale": len(stale)}
+        items = self._resend_items(batch)
+        if due or stale or items:
+            logger.info(
+                "sweep: %d due (%d woken), %d stale, %d items resent",
+                len(due),
+                len(woken) if due else 0,
+                len(stale),
+                items,
+            )
+        return {"due": len(due), "stale": len(stale), "items": items}
 
     def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
         """Record the due timers as over, for the whole batch at once.

@@ -4,5 +4,6 @@ The database is the source of truth: a Celery message only says "look at executi
 """
 
 from durableflow.models.executions import Execution, StepRecord
+from durableflow.models.waits import Event, Waiter
 
-__all__ = ["Execution", "StepRecord"]
+__all__ = ["Execution", "StepRecord", "Event", "Waiter"]

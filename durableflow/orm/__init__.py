@@ -7,9 +7,11 @@
 from __future__ import annotations
 
 from durableflow.orm.core import OrmCore, db_alias
+from durableflow.orm.items import OrmItems
+from durableflow.orm.waits import OrmWaits
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmCore):
+class OrmStorage(OrmWaits, OrmItems, OrmCore):
     """The storage protocol on the models, on the alias the project's routers choose."""

@@ -6,11 +6,14 @@ from the journal: see ``durableflow.engine.context``.
 
 from __future__ import annotations
 
+from durableflow.engine.steps.children import ChildSteps
+from durableflow.engine.steps.fanout import FanoutSteps
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.timers import TimerSteps
+from durableflow.engine.steps.waits import WaitSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps):
+class StepAPI(RunSteps, TimerSteps, ChildSteps, WaitSteps, FanoutSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
