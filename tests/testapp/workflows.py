@@ -7,6 +7,7 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
+from tests.testapp import waits  # noqa: F401 - registers the waits and composition workflows
 from tests.testapp.models import Marker
 
 
