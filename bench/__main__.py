@@ -39,6 +39,9 @@ FULL = {
     "memory_batch": 500,
     "list_sizes": [1000, 1000000],
     "list_repeats": 30,
+    "waits_n": 30,
+    "map_items": 100,
+    "map_repeats": 3,
 }
 SMOKE = {
     "rounds": 1,
@@ -57,6 +60,9 @@ SMOKE = {
     "memory_batch": 10,
     "list_sizes": [300, 1000],
     "list_repeats": 3,
+    "waits_n": 3,
+    "map_items": 10,
+    "map_repeats": 1,
 }
 PG = "postgresql://postgres@127.0.0.1:5432"
 

@@ -31,3 +31,22 @@ def sleep(ctx, params):
     """A durable timer; the step after it records the wall clock at wake-up."""
     ctx.step.sleep("timer", params["seconds"])
     return ctx.step.run("woke", time.time)
+
+
+@durableflow.workflow("bench.wait-event")
+def wait_event(ctx, params):
+    """Waits for its event; the step after records the wall clock at the resume."""
+    ctx.step.wait_for_event("event", "bench.go", match={"id": params["id"]})
+    return ctx.step.run("resumed", time.time)
+
+
+@durableflow.workflow("bench.invoke")
+def invoke(ctx, params):
+    """A parent that invokes a one-step child and returns its result."""
+    return ctx.step.invoke("child", "bench.steps", {"steps": 1})
+
+
+@durableflow.workflow("bench.map")
+def map_items(ctx, params):
+    """Fan-out of trivial items, each its own task, gathered in order."""
+    return ctx.step.map("items", trivial, list(range(params["items"])))

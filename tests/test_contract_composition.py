@@ -336,3 +336,29 @@ def test_on_event_starts_one_execution_per_event(backend):
     started = [backend.get(pk) for pk in backend.storage.execution_ids()]
     mine = sorted(e.params["order"] for e in started if e.workflow == "compose.on-order")
     assert mine == [1, 2]
+
+
+def test_the_sweep_wakes_a_parent_whose_childs_end_was_not_announced(backend, monkeypatch):
+    parent = backend.start("compose.parent", {"n": 4})
+    backend.deliver(parent)
+    child = backend.records(parent)[0].value
+    monkeypatch.setattr(backend.engine, "finished", lambda execution_id: [])  # the worker died right after
+    backend.deliver(child)
+    monkeypatch.undo()
+    assert backend.get(parent).status == "waiting"
+
+    backend.sweep()
+
+    assert backend.get(parent).status == "pending"
+    assert backend.run(parent).result == {"value": 8}
+
+
+def test_items_of_a_cancelled_map_are_not_run_or_resent(backend):
+    execution_id = backend.start("compose.map", {"items": [1, 2]})
+    backend.deliver(execution_id)
+    backend.cancel(execution_id)
+    assert backend.engine.run_item(execution_id, "squares[0]") == "skipped"
+    backend.advance(120)
+    assert backend.sweep()["items"] == 0
+    statuses = {r.status for r in backend.records(execution_id) if r.kind == "item"}
+    assert statuses == {"failed"}

@@ -287,3 +287,30 @@ def test_a_custom_token_is_known_once_its_wait_is_reached(backend):
     backend.deliver(execution_id)
     assert backend.complete_token("invoice-42", 42) == 1
     assert backend.run(execution_id).result == 42
+
+
+@durableflow.workflow("waits.uncaught-timeout")
+def uncaught_timeout_wf(ctx, params):
+    return ctx.step.wait_for_signal("answer", "answer", timeout=5)
+
+
+def test_retry_of_a_run_failed_by_a_wait_timeout_waits_again(backend):
+    execution_id = backend.start("waits.uncaught-timeout")
+    failed = backend.run(execution_id)
+    assert (failed.status, failed.error["code"], failed.error["step"]) == ("failed", "WAIT_TIMEOUT", "answer")
+
+    backend.retry(execution_id)
+    backend.deliver(execution_id)
+    waiting = backend.get(execution_id)
+    assert (waiting.status, waiting.waiting_for["step"]) == ("waiting", "answer")
+    assert backend.signal(execution_id, "answer", 42) == 1
+    assert backend.run(execution_id).result == 42
+
+
+def test_cancel_closes_the_executions_waits(backend):
+    execution_id = backend.start("waits.uncaught-timeout")
+    backend.deliver(execution_id)
+    backend.cancel(execution_id)
+    assert backend.storage.open_waiters("signal", "answer", execution_id=execution_id) == []
+    with pytest.raises(durableflow.InvalidTransition):
+        backend.signal(execution_id, "answer", 1)

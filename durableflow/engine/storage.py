@@ -71,6 +71,10 @@ Waits (events, signals, tokens, children)
                                          any more) or ``CONSUMED`` (its execution consumed that event already)
     ``watch_execution(id)``              mark the execution as waited for, then return it (None if unknown)
     ``watchers(id)``                     ids of the executions with an open child waiter on ``id``
+    ``stranded_waiters(limit)``          ids of waiting executions with an open child waiter on one that ended
+                                         (the wake-up after its outcome was lost: a crash, say)
+    ``end_waits(id, fields)``            close the execution's open waiters (expired) and give its unfinished
+                                         items ``fields``: it ended (cancelled) and nothing may satisfy them
 
 Step bodies as their own tasks (map items, run(queue=))
     ``claim_item(id, key, lease_seconds)``
@@ -81,8 +85,9 @@ Step bodies as their own tasks (map items, run(queue=))
     ``send_next_item(id)``               mark the earliest item not sent yet as sent: its (key, queue), or None
     ``items_left(id)``                   how many items of the execution are not finished
     ``lock_stale_items(resend_after, limit)``
-                                         items sent or started longer ago than ``resend_after`` seconds and not
-                                         finished, marked as sent again: (id, key, queue)
+                                         items of unfinished executions sent or started longer ago than
+                                         ``resend_after`` seconds and not finished, marked as sent again:
+                                         (id, key, queue)
 
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
@@ -202,6 +207,8 @@ class Storage(Protocol):
     def take_event(self, waiter_id: int, event_pk: int) -> str: ...
     def watch_execution(self, execution_id: str) -> Any | None: ...
     def watchers(self, execution_id: str) -> list[str]: ...
+    def stranded_waiters(self, limit: int) -> list[str]: ...
+    def end_waits(self, execution_id: str, fields: dict[str, Any]) -> None: ...
 
     # Step bodies as their own tasks
     def claim_item(self, execution_id: str, key: str, lease_seconds: float) -> tuple[int, dict[str, Any]] | None: ...

@@ -44,6 +44,11 @@ class Sweeping:
                 for pk, queue in stale:
                     storage.enqueue(dispatch.DELIVER, (pk,), queue)
         items = self._resend_items(batch)
+        # A child whose end did not wake its waiting parent (the worker died after its outcome).
+        stranded = storage.stranded_waiters(batch)
+        if stranded:
+            with storage.atomic():
+                self.wake(stranded)
         if due or stale or items:
             logger.info(
                 "sweep: %d due (%d woken), %d stale, %d items resent",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from durableflow import exceptions, values
@@ -98,8 +99,9 @@ def check_payload(payload: Any, max_bytes: int | None) -> Any:
     try:
         return values.roundtrip(payload, max_bytes=max_bytes)[1]
     except exceptions.WorkflowValueError as exc:
-        code = "PAYLOAD_TOO_LARGE" if exc.code == "PAYLOAD_TOO_LARGE" else "INVALID_PAYLOAD"
-        raise exceptions.WorkflowValueError(code, f"payload: {exc.message}") from None
+        if exc.code == "PAYLOAD_TOO_LARGE":
+            raise exceptions.WorkflowValueError("PAYLOAD_TOO_LARGE", f"payload: {exc.message}") from None
+        raise exceptions.WorkflowValueError("INVALID_PAYLOAD", f"payload: {exc.message}") from None
 
 
 class Waits:
@@ -117,7 +119,9 @@ class Waits:
         if event_id is not None:
             check_name(event_id, "an event id", MAX_EVENT_ID)
         payload = check_payload(payload, self.settings.max_payload_bytes)
-        with self.storage.atomic():
+        starts = self.registry.for_event(event_type)
+        # With executions to start, they and the event commit together; else the event alone.
+        with self.storage.atomic() if starts else nullcontext():
             event = self.storage.add_event(
                 {
                     "kind": EVENT,
@@ -128,7 +132,7 @@ class Waits:
                 }
             )
             if event is not None:
-                for definition in self.registry.for_event(event_type):
+                for definition in starts:
                     self.start(definition, payload, idempotency_key=f"event:{event.event_id}")
         return self._satisfy_waiters(EVENT, event_type, payload=payload if event is not None else ANY)
 

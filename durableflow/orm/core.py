@@ -157,7 +157,8 @@ class OrmCore:
         self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
     ) -> list[tuple[str, str, str]]:
         ids, changed = list(ids), []
-        with transaction.atomic(using=self.alias):
+        # Inside the caller's transaction (a publisher's), no savepoint: nothing here is refused.
+        with transaction.atomic(using=self.alias, savepoint=False):
             for start in range(0, len(ids), _IN_BATCH):
                 rows = self._executions().filter(pk__in=ids[start : start + _IN_BATCH], status__in=list(by_status))
                 # Lock them all first: a row cannot change status between the lock and its write.

@@ -61,9 +61,9 @@ class OrmItems:
         with transaction.atomic(using=self.alias):
             rows = (
                 self._items()
-                .filter(status__in=_UNFINISHED, started_at__lt=overdue)
+                .filter(status__in=_UNFINISHED, started_at__lt=overdue, execution__status__in=list(RUNNABLE))
                 .order_by("started_at")
-                .select_for_update(skip_locked=True)
+                .select_for_update(skip_locked=True, of=("self",))
             )
             stale = list(rows.values_list("pk", "execution_id", "key", "meta")[:limit])
             if stale:

@@ -8,12 +8,13 @@ does not break the caller's transaction.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Iterable
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
-from durableflow.engine.states import WaiterStatus
+from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 from durableflow.models import Event, Execution, Waiter
 
@@ -31,10 +32,15 @@ class OrmWaits:
     def _events(self):
         return Event.objects.using(self.alias)
 
+    def _guard(self):
+        # Inside a transaction a savepoint keeps a refused write from breaking it; outside
+        # one, the statement is its own transaction and needs nothing around it.
+        return transaction.atomic(using=self.alias) if self.connection.in_atomic_block else nullcontext()
+
     def add_waiter(self, values: dict[str, Any]) -> Waiter:
         waiter = Waiter(**self._values(values))
         try:
-            with transaction.atomic(using=self.alias):
+            with self._guard():
                 waiter.save(using=self.alias, force_insert=True)
         except IntegrityError:
             return self.get_waiter(values["execution_id"], values["key"])
@@ -60,7 +66,7 @@ class OrmWaits:
     def add_event(self, values: dict[str, Any]) -> Event | None:
         event = Event(**self._values(values))
         try:
-            with transaction.atomic(using=self.alias):
+            with self._guard():
                 event.save(using=self.alias, force_insert=True)
         except IntegrityError:
             return None
@@ -83,7 +89,7 @@ class OrmWaits:
 
     def take_event(self, waiter_id: int, event_pk: int) -> str:
         try:
-            with transaction.atomic(using=self.alias):
+            with self._guard():
                 taken = self._waiters().filter(pk=waiter_id, status=W.OPEN).update(
                     status=W.SATISFIED, event_id=event_pk, resolved_at=self._now()
                 )
@@ -95,6 +101,25 @@ class OrmWaits:
         if not self._executions().filter(pk=execution_id).update(watched=True):
             return None
         return self.get_execution(execution_id)
+
+    def stranded_waiters(self, limit: int) -> list[str]:
+        ended = self._executions().filter(pk=OuterRef("target"), status__in=list(TERMINAL))
+        rows = (
+            self._waiters()
+            .filter(kind="child", status=W.OPEN, execution__status__in=list(DUE_ONLY))
+            .filter(Exists(ended))
+            .order_by()
+            .values_list("execution_id", flat=True)
+        )
+        return sorted(set(rows[:limit]))
+
+    def end_waits(self, execution_id: str, values: dict[str, Any]) -> None:
+        self._waiters().filter(execution_id=execution_id, status=W.OPEN).update(
+            status=W.EXPIRED, resolved_at=self._now()
+        )
+        self._steps().filter(
+            execution_id=execution_id, kind="item", status__in=[StepStatus.WAITING, StepStatus.RUNNING]
+        ).update(**self._values(values))
 
     def watchers(self, execution_id: str) -> list[str]:
         rows = self._waiters().filter(kind="child", target=execution_id, status=W.OPEN)

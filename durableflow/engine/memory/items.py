@@ -61,7 +61,8 @@ class MemoryItems:
                     (record.started_at, execution_id, record)
                     for execution_id, steps in self.tables.steps.items()
                     for record in steps.values()
-                    if record.kind == ITEM
+                    if self.tables.executions[execution_id].status in RUNNABLE
+                    and record.kind == ITEM
                     and record.status in _UNFINISHED
                     and record.started_at is not None
                     and record.started_at < overdue

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Iterable
 
-from durableflow.engine.states import WaiterStatus
+from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 
 __all__ = ["MemoryWaiter", "MemoryEvent", "MemoryWaits"]
@@ -142,6 +142,29 @@ class MemoryWaits:
                 return None
             execution.watched = True
             return copy.deepcopy(execution)
+
+    def stranded_waiters(self, limit: int) -> list[str]:
+        with self.lock:
+            executions = self.tables.executions
+            found = {
+                w.execution_id
+                for w in self.tables.waiters.values()
+                if w.kind == "child"
+                and w.status == W.OPEN
+                and w.target in executions
+                and executions[w.target].status in TERMINAL
+                and executions[w.execution_id].status in DUE_ONLY
+            }
+            return sorted(found)[:limit]
+
+    def end_waits(self, execution_id: str, values: dict[str, Any]) -> None:
+        with self.lock:
+            for waiter in self.tables.waiters.values():
+                if waiter.execution_id == execution_id and waiter.status == W.OPEN:
+                    waiter.status, waiter.resolved_at = W.EXPIRED, self.clock()
+            for record in self.tables.steps.get(execution_id, {}).values():
+                if record.kind == "item" and record.status in (StepStatus.WAITING, StepStatus.RUNNING):
+                    self.update_step(execution_id, record.key, values)
 
     def watchers(self, execution_id: str) -> list[str]:
         with self.lock:

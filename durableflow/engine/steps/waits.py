@@ -98,7 +98,7 @@ class WaitSteps(StepBase):
             until = None if timeout is None else now + timedelta(seconds=timeout)
             meta = {"target": target, **({"match": match} if match is not None else {})}
             if until is not None:
-                meta["until"] = iso(until)
+                meta.update(until=iso(until), timeout=timeout)
             record = StepRecordData(key=key, kind=kind, status=StepStatus.WAITING, meta=meta, started_at=now)
             with storage.atomic():
                 ctx._write(record, new=True)
@@ -115,6 +115,8 @@ class WaitSteps(StepBase):
                 )
                 if on_register is not None:
                     on_register()
+        elif record.error is not None:
+            record, waiter, until = self._wait_again(record)
         else:
             until = parse_iso(record.meta["until"]) if record.meta.get("until") else None
             waiter = storage.get_waiter(ctx.execution_id, key)
@@ -138,6 +140,28 @@ class WaitSteps(StepBase):
         ctx._go_live()
         ctx._record_live(key, kind, value, attempts=1, meta={**record.meta, **extra}, started_at=record.started_at)
         return value
+
+    def _wait_again(self, record: StepRecordData) -> tuple[StepRecordData, Any, Any]:
+        """``retry()`` of a run that failed at this wait: the wait starts over, with a new deadline."""
+        ctx = self._ctx
+        ctx._go_live()
+        storage = ctx._journal.storage
+        now = ctx._journal.now()
+        timeout = record.meta.get("timeout")
+        until = None if timeout is None else now + timedelta(seconds=timeout)
+        meta = {k: v for k, v in record.meta.items() if k != "until"} | ({"until": iso(until)} if until else {})
+        again = StepRecordData(
+            key=record.key, kind=record.kind, status=StepStatus.WAITING, meta=meta, started_at=record.started_at
+        )
+        waiter = storage.get_waiter(ctx.execution_id, record.key)
+        with storage.atomic():
+            ctx._write(again, new=False)
+            storage.update_waiter(
+                waiter.id,
+                {"status": W.OPEN, "resolved_at": None, "deadline_at": until},
+                statuses=[W.EXPIRED, W.SATISFIED],
+            )
+        return again, storage.get_waiter(ctx.execution_id, record.key), until
 
     def _message_check(self, waiter: Any) -> Any:
         """Events, signals and tokens: the event the waiter took, or the earliest it can take now."""
