@@ -19,7 +19,9 @@ def django_db_setup(django_test_environment, django_db_blocker):
     from django.test.utils import setup_databases, teardown_databases
 
     with django_db_blocker.unblock():
-        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+        from django.conf import settings
+
+        config = setup_databases(verbosity=0, interactive=False, aliases=set(settings.DATABASES))
     yield
     with django_db_blocker.unblock():
         _disconnect_others()
@@ -61,6 +63,15 @@ def broker_url() -> str:
     return settings.CELERY_BROKER_URL
 
 
+def _routed_db_name() -> dict[str, str]:
+    """Workers must use the test database of the second alias too, when there is one."""
+    from django.db import connections
+
+    if "durableflow" not in connections:
+        return {}
+    return {"DURABLEFLOW_TEST_ROUTED_DB_NAME": str(connections["durableflow"].settings_dict["NAME"])}
+
+
 @pytest.fixture(scope="session")
 def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
     """One worker (two pool processes) on the default queue and one beat, for the session."""
@@ -77,6 +88,7 @@ def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DURABLEFLOW_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+        **_routed_db_name(),
         "PYTHONPATH": str(ROOT),
     }
     cluster = Cluster(env, tmp_path_factory.mktemp("cluster-logs"))

@@ -597,3 +597,49 @@ def test_sleep_until_waits_for_the_given_moment(backend):
     waiting = backend.get(execution_id)
     assert waiting.waiting_for["kind"] == "timer"
     assert backend.run(execution_id).result is True
+
+
+# The sweep -----------------------------------------------------------------------------------------------
+
+
+def test_the_sweep_wakes_due_timers_and_leaves_the_others_waiting(backend):
+    due = backend.start("contract.replay")  # sleeps 5 s
+    later = backend.start("contract.sleep-until")  # sleeps 90 s
+    backend.deliver(due), backend.deliver(later)
+
+    backend.advance(6)
+    backend.sweep()
+
+    assert backend.get(due).status == "pending"
+    assert backend.get(due).wake_at is None
+    assert [r.status for r in backend.records(due) if r.key == "pause"] == ["completed"]
+    assert backend.get(later).status == "waiting"
+    assert backend.deliver(due) == "completed"
+    assert backend.get(due).result == {"first": {"n": 1}, "second": 1}
+
+
+def test_the_sweep_resends_a_wake_up_nobody_acted_on_once(backend):
+    execution_id = backend.start("contract.replay")
+    before = backend.get(execution_id).enqueued_at
+
+    backend.advance(LEASE_SECONDS + 1)
+    backend.sweep()
+    resent = backend.get(execution_id).enqueued_at
+    backend.sweep()
+
+    assert resent > before
+    assert backend.get(execution_id).enqueued_at == resent  # not overdue again yet
+    assert backend.get(execution_id).status == "pending"
+
+
+def test_wake_moves_only_waiting_executions(backend):
+    waiting = backend.start("contract.sleep-until")
+    backend.deliver(waiting)
+    pending = backend.start("contract.replay")
+    finished = backend.start("contract.decoded")
+    backend.deliver(finished)
+
+    woken = backend.engine.wake([waiting, pending, finished])
+
+    assert woken == [waiting]
+    assert [backend.get(pk).status for pk in (waiting, pending, finished)] == ["pending", "pending", "completed"]
