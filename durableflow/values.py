@@ -94,7 +94,7 @@ def _keys_fault(mapping: dict) -> str | None:
 
 
 def _surrogate_at(text: str) -> int | None:
-    # Encoding is C-fast and fails exactly on U+D800-U+DFFF (a regex scan is ~10x slower).
+    # Encoding fails exactly on U+D800-U+DFFF, and is several times faster than a regex scan.
     try:
         text.encode()
     except UnicodeEncodeError as exc:
@@ -110,7 +110,7 @@ def _string_fault(what: str, text: str) -> str:
             f"{what} holds a lone surrogate (U+{ord(text[surrogate]):04X} at index {surrogate}), "
             "which is not valid UTF-8 and cannot be stored"
         )
-    return f"{what} holds a NUL character (at index {nul}); strings may not contain NUL characters"
+    return f"{what} holds a NUL character (at index {nul}), which PostgreSQL cannot store"
 
 
 def _int_fault(number: int) -> str:
