@@ -44,7 +44,7 @@ def no_lease_left_held():
     from durableflow.leases import keeper
 
     yield
-    held = sorted(lease.execution_id for lease in keeper._leases)
+    held = sorted(lease.execution_id for lease in keeper.held())
     assert not held, f"leases still held by this process after the test: {held}"
 
 
