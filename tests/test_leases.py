@@ -188,6 +188,11 @@ def heartbeat_connections():
     connection_created.disconnect(record)
 
 
+def _all_closed(wrappers) -> bool:
+    # Checked after the keeper went idle: it closes its connections just before it sleeps.
+    return all(wrapper.connection is None for wrapper in wrappers)
+
+
 def test_a_renewal_extends_the_lease_and_then_the_idle_keeper_closes_its_connection(keeper, heartbeat_connections):
     execution = _leased_execution("mine")
     first_expiry = execution.lease_expires_at
@@ -195,11 +200,10 @@ def test_a_renewal_extends_the_lease_and_then_the_idle_keeper_closes_its_connect
     lease = keeper.hold(execution.id, "mine", 1.2)
     wait_for(lambda: _expires_at(execution.id) > first_expiry, timeout=30, what="the lease to be renewed")
     keeper.release(lease)
-    wait_for(lambda: keeper.idle, timeout=30, what="the keeper to go idle")
 
+    wait_for(lambda: keeper.idle and _all_closed(heartbeat_connections), timeout=30, what="the keeper to disconnect")
     assert not lease.lost
     assert {wrapper.alias for wrapper in heartbeat_connections} == {"default"}
-    assert all(wrapper.connection is None for wrapper in heartbeat_connections)
 
 
 def test_a_renewal_that_matches_no_row_marks_the_lease_lost(keeper):
@@ -230,8 +234,7 @@ def test_a_lease_is_renewed_through_its_own_database_alias(keeper, second_alias,
     lease = keeper.hold(execution.id, "mine", 1.2, alias=second_alias)
     wait_for(lambda: _expires_at(execution.id) > execution.lease_expires_at, timeout=30, what="the renewal")
     keeper.release(lease)
-    wait_for(lambda: keeper.idle, timeout=30, what="the keeper to go idle")
 
+    wait_for(lambda: keeper.idle and _all_closed(heartbeat_connections), timeout=30, what="the keeper to disconnect")
     assert lease.alias == second_alias and not lease.lost
     assert {wrapper.alias for wrapper in heartbeat_connections} == {second_alias}
-    assert all(wrapper.connection is None for wrapper in heartbeat_connections)
