@@ -128,11 +128,17 @@ class Cluster:
             ],
         )
         # ``ready``: a line the worker prints once it consumes (Celery's own is logged at INFO).
-        wait_for(
-            lambda: ready in process.log() or not process.alive(), timeout=60, what=f"worker {process.name} to start"
-        )
-        if not process.alive():
-            raise RuntimeError(f"worker {process.name} died at start:\n{process.log()}")
+        try:
+            wait_for(
+                lambda: ready in process.log() or not process.alive(),
+                timeout=60,
+                what=f"worker {process.name} to start",
+            )
+            if not process.alive():
+                raise RuntimeError(f"worker {process.name} died at start:\n{process.log()}")
+        except BaseException:
+            self.stop(process)  # the caller never gets it, so it could not stop it
+            raise
         return process
 
     def beat(self, loglevel: str = "info") -> Process:
@@ -150,7 +156,11 @@ class Cluster:
             ],
         )
 
+    def stop(self, process: Process) -> None:
+        process.stop()
+        if process in self.processes:
+            self.processes.remove(process)
+
     def stop_all(self) -> None:
-        for process in self.processes:
-            process.stop()
-        self.processes.clear()
+        while self.processes:
+            self.stop(self.processes[-1])
