@@ -35,12 +35,12 @@ def wait_for(predicate: Callable[[], object], *, timeout: float = 60, interval: 
 
 
 class Process:
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path):
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path, *, cwd: Path = ROOT):
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
         self.popen = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     @property
