@@ -203,7 +203,7 @@ def test_pytest_timeouts_own_alarm_survives_steps_with_timeouts():
     assert signal.getsignal(signal.SIGALRM) is handler
     now_left, now_interval = signal.getitimer(signal.ITIMER_REAL)
     elapsed = time.monotonic() - started
-    assert left - elapsed - LATE < now_left <= left - elapsed + 0.01
+    assert left - elapsed - LATE < now_left <= left - elapsed + 0.1
     assert now_interval == interval
 
 
@@ -237,7 +237,7 @@ def test_an_outer_alarm_due_after_the_deadline_fires_on_time_after_the_call(host
     assert outer.calls == []
     assert signal.getsignal(signal.SIGALRM) is outer
     left, interval = signal.getitimer(signal.ITIMER_REAL)
-    assert 1.0 - (time.monotonic() - set_at) - 0.01 <= left <= 0.8 and interval == 0
+    assert 1.0 - (time.monotonic() - set_at) - 0.01 <= left <= 0.8 + 0.001 and interval == 0
     wait_for(lambda: outer.calls, timeout=10, interval=0.01, what="the outer alarm")
     [(signum, fired_at)] = outer.calls
     assert signum == signal.SIGALRM
@@ -254,7 +254,7 @@ def test_an_outer_interval_timer_ticks_through_the_call_and_keeps_its_interval(h
         call_with_timeout(time.sleep, (30,), {}, 1.1)
 
     ticks = [fired_at - set_at for _, fired_at in outer.calls]
-    assert len(ticks) == 4
+    assert len(ticks) >= 4  # 0.25, 0.5, 0.75, 1.0 s; one more if the call ended late
     assert all(0.25 * n <= tick < 0.25 * n + LATE for n, tick in enumerate(ticks, 1)), ticks
     assert signal.getsignal(signal.SIGALRM) is outer
     left, interval = signal.getitimer(signal.ITIMER_REAL)
