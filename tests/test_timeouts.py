@@ -347,8 +347,11 @@ def test_off_the_main_thread_a_body_in_a_c_call_stops_when_the_call_returns(capl
     assert thread_errors == []
     warning, stopped = [(r.levelname, r.getMessage()) for r in caplog.records]
     name = f"{__name__}.test_off_the_main_thread_a_body_in_a_c_call_stops_when_the_call_returns.<locals>.body"
-    assert warning == ("WARNING", f"step body {name} ran longer than its 0.2 s timeout; interrupting it "
-                                  "(a body blocked in a C call stops only when the call returns)")
+    assert warning == (
+        "WARNING",
+        f"step body {name} ran longer than its 0.2 s timeout; interrupting it "
+        "(a body blocked in a C call stops only when the call returns)",
+    )
     assert stopped[0] == "INFO" and stopped[1].startswith(f"timed-out step body {name} stopped ")
 
 
@@ -408,8 +411,9 @@ def test_bodies_ending_at_their_deadline_give_their_value_or_step_timeout_and_no
         for i in range(rounds):
             timeout = 0.004
             try:
-                outcomes.append(call_with_timeout(body, (timeout * (0.5 + i % 10 / 10),), {}, timeout,
-                                                  on_thread_exit=on_exit))
+                outcomes.append(
+                    call_with_timeout(body, (timeout * (0.5 + i % 10 / 10),), {}, timeout, on_thread_exit=on_exit)
+                )
             except StepTimeout:
                 outcomes.append("timeout")
 

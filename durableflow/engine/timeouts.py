@@ -241,9 +241,7 @@ class _Helper:
     lock after the body is cleared before the helper leaves its handler for ``_Interrupted``.
     """
 
-    def __init__(
-        self, fn: Callable[..., Any], args: tuple, kwargs: dict, on_thread_exit: Callable[[], None] | None
-    ):
+    def __init__(self, fn: Callable[..., Any], args: tuple, kwargs: dict, on_thread_exit: Callable[[], None] | None):
         self._fn, self._args, self._kwargs = fn, args, kwargs
         self._on_thread_exit = on_thread_exit
         self._context = contextvars.copy_context()

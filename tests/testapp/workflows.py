@@ -102,4 +102,5 @@ def timer(ctx, params):
     t1 = ctx.step.run("t1", time.time)
     return {"t0": t0, "t1": t1}
 
+
 from tests.testapp import timeout_workflows  # noqa: E402,F401 (registers the workflows)
