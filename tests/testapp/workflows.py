@@ -7,6 +7,7 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
+from tests.testapp import txsteps  # noqa: F401 - registers the transactional step workflows
 from tests.testapp.models import Marker
 
 

@@ -8,9 +8,10 @@ engine's, the same the workers run on the ORM storage.
 from __future__ import annotations
 
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
+from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 
-__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "InMemoryStorage"]
+__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryTable", "InMemoryStorage"]
 
 
-class InMemoryStorage(MemoryCore):
+class InMemoryStorage(MemoryCore, MemoryTransactions):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.timers import TimerSteps
+from durableflow.engine.steps.transactions import TransactionSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps):
+class StepAPI(RunSteps, TimerSteps, TransactionSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
