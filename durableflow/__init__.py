@@ -35,6 +35,8 @@ from durableflow.exceptions import (  # noqa: F401 - re-exported
 from durableflow.options import Concurrency, RateLimit, Retry
 from durableflow.registry import workflow
 
+__version__ = "0.1.0"
+
 __all__ = [
     # defining workflows
     "workflow",

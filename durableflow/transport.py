@@ -8,10 +8,11 @@ the system temporary folder, which may be another filesystem (a copy, not a clai
 Here a message is written under a hidden name and renamed into the queue (readers never
 see it half-written), and a consumer claims a message by renaming it into the processed
 folder, which must be on the same filesystem (one consumer wins the rename). Use it for the
-embedded default::
+embedded default (``options`` lays out the folders under one directory and creates them)::
 
     CELERY_BROKER_URL = "filesystem://"
     CELERY_BROKER_TRANSPORT = "durableflow.transport:FilesystemTransport"
+    CELERY_BROKER_TRANSPORT_OPTIONS = durableflow.transport.options(BASE_DIR / "broker")
 """
 
 from __future__ import annotations
@@ -25,7 +26,28 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
-__all__ = ["FilesystemTransport"]
+__all__ = ["FilesystemTransport", "options"]
+
+
+def options(folder: str | os.PathLike, *, polling_interval: float = 0.01) -> dict:
+    """Transport options for a broker kept in ``folder`` (created if missing).
+
+    Producers and consumers share one queue folder; a consumer claims a message by renaming
+    it into ``processed`` (same filesystem, so the rename is atomic) and then deletes it.
+    ``polling_interval`` is how long an idle consumer waits before looking again: it bounds
+    a wake-up's latency.
+    """
+    folders = {name: os.path.join(os.fspath(folder), name) for name in ("queue", "processed", "control")}
+    for path in folders.values():
+        os.makedirs(path, exist_ok=True)
+    return {
+        "data_folder_in": folders["queue"],
+        "data_folder_out": folders["queue"],
+        "processed_folder": folders["processed"],
+        "control_folder": folders["control"],
+        "store_processed": False,
+        "polling_interval": polling_interval,
+    }
 
 
 class Channel(filesystem.Channel):

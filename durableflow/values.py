@@ -4,46 +4,159 @@ A durable value is JSON data: ``None``, ``bool``, ``int``, finite ``float``, ``s
 ``list`` and ``dict`` with ``str`` keys. It is stored as canonical JSON (sorted keys,
 no whitespace) and every reader gets the *decoded* value, so that the first run of a step
 and every replay of it see the same thing.
+
+The codec is the one verdict for every backend: what it accepts, SQLite and PostgreSQL
+both store and give back unchanged, and what either would refuse it refuses first, with
+the JSON pointer of the offender. So a value that starts on SQLite starts on PostgreSQL,
+and a refusal never reaches the database:
+
+- strings and keys with NUL (``jsonb`` cannot hold it) or lone surrogates (U+D800-U+DFFF:
+  not UTF-8, so no driver can send them);
+- nesting deeper than ``MAX_DEPTH`` (``json.dumps`` and the databases' parsers recurse);
+- integers outside the signed 64-bit range (JSON readers that use doubles, and SQLite's
+  JSON functions, do not keep them exactly);
+- floats of magnitude 1e16 or more (written with an exponent, PostgreSQL's ``jsonb`` keeps
+  them as exact decimals and gives them back as integers: ``1e300`` becomes ``10**300``);
+- NaN and the infinities, and anything that is not JSON data.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 import traceback
 from typing import Any
 
 from durableflow import exceptions
 
-__all__ = ["encode", "decode", "roundtrip", "invalid_reason", "encode_error", "decode_error"]
+__all__ = [
+    "encode",
+    "decode",
+    "roundtrip",
+    "invalid_reason",
+    "text_fault",
+    "encode_error",
+    "decode_error",
+    "MAX_DEPTH",
+]
 
-_SCALARS = (str, int, bool, type(None))
+MAX_DEPTH = 512
+_MIN_INT, _MAX_INT = -(2**63), 2**63 - 1
+_MAX_FLOAT = 1e16  # from here on repr() writes an exponent, and jsonb reads it back as an integer
 
 
 def invalid_reason(value: Any) -> str | None:
-    """Return why ``value`` is not a durable value (with a JSON pointer), or None."""
-    stack: list[tuple[Any, str]] = [(value, "")]
+    """Return why ``value`` is not a durable value (``"<JSON pointer>: <why>"``), or None."""
+    fault = _first_fault(value)
+    return None if fault is None else f"{fault[0]}: {fault[1]}"
+
+
+def _first_fault(value: Any) -> tuple[str, str] | None:
+    """``(pointer, why)`` of the first offender in document order, or None.
+
+    Iterative, so that no depth of nesting can raise ``RecursionError``; pointers are built
+    only for the offender, so that a valid value costs a type check per item.
+    """
+    isfinite = math.isfinite
+    stack: list[Any] = [iter(((None, value),))]  # one (key, item) iterator per open container
+    path: list[Any] = []  # the keys under which the open containers were entered
     while stack:
-        item, pointer = stack.pop()
-        kind = type(item)
-        if kind in _SCALARS:
-            if kind is str and "\x00" in item:
-                return f"{pointer or '/'}: strings may not contain NUL characters"
-            continue
-        if kind is float:
-            if not math.isfinite(item):
-                return f"{pointer or '/'}: {item!r} is not a finite number"
-        elif kind is list:
-            stack.extend((v, f"{pointer}/{i}") for i, v in enumerate(item))
-        elif kind is dict:
-            for k, v in item.items():
-                if type(k) is not str:
-                    return f"{pointer or '/'}: key {k!r} is not a string"
-                stack.append((v, f"{pointer}/{_escape(k)}"))
+        for key, item in stack[-1]:
+            kind = type(item)
+            if kind is str:
+                # isascii() is O(1): only a non-ASCII string can hold a surrogate.
+                if "\x00" in item or not item.isascii() and _surrogate_at(item) is not None:
+                    return _pointer(path, key), _string_fault("the string", item)
+            elif kind is int:
+                if not _MIN_INT <= item <= _MAX_INT:
+                    return _pointer(path, key), _int_fault(item)
+            elif kind is float:
+                if not isfinite(item):
+                    return _pointer(path, key), f"{item!r} is not a finite number"
+                if not -_MAX_FLOAT < item < _MAX_FLOAT:
+                    return _pointer(path, key), (
+                        f"{item!r}: floats of magnitude 1e16 or more come back from PostgreSQL as "
+                        "integers (send them as strings, or as integers within 64 bits)"
+                    )
+            elif kind is dict or kind is list:
+                if len(path) >= MAX_DEPTH:
+                    return _pointer(path, key), f"nesting deeper than {MAX_DEPTH} levels"
+                if kind is dict:
+                    why = _keys_fault(item)
+                    if why is not None:
+                        return _pointer(path, key), why
+                    stack.append(iter(item.items()))
+                else:
+                    stack.append(iter(enumerate(item)))
+                path.append(key)
+                break  # into the container; its parent's iterator resumes after it
+            elif item is not None and kind is not bool:
+                return _pointer(path, key), f"{kind.__name__} is not a durable value (use JSON data)"
         else:
-            return f"{pointer or '/'}: {kind.__name__} is not a durable value (use JSON data)"
+            stack.pop()
+            if path:
+                path.pop()
     return None
+
+
+def text_fault(text: str) -> str | None:
+    """Why ``text`` (an id, a key) cannot be stored, or None: NUL and lone surrogates."""
+    if "\x00" in text or not text.isascii() and _surrogate_at(text) is not None:
+        return _string_fault("it", text)
+    return None
+
+
+def _keys_fault(mapping: dict) -> str | None:
+    for key in mapping:
+        if type(key) is not str:
+            return f"key {_show(key)} is not a string"
+        if "\x00" in key or not key.isascii() and _surrogate_at(key) is not None:
+            return _string_fault(f"key {_show(key)}", key)
+    return None
+
+
+def _surrogate_at(text: str) -> int | None:
+    # Encoding fails exactly on U+D800-U+DFFF, and is several times faster than a regex scan.
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def _string_fault(what: str, text: str) -> str:
+    nul = text.find("\x00")
+    surrogate = _surrogate_at(text)
+    if surrogate is not None and (nul < 0 or surrogate < nul):
+        return (
+            f"{what} holds a lone surrogate (U+{ord(text[surrogate]):04X} at index {surrogate}), "
+            "which is not valid UTF-8 and cannot be stored"
+        )
+    return f"{what} holds a NUL character (at index {nul}), which PostgreSQL cannot store"
+
+
+def _int_fault(number: int) -> str:
+    shown = str(number) if number.bit_length() <= 256 else f"an integer of {number.bit_length()} bits"
+    return (
+        f"{shown} is outside the signed 64-bit range (-2**63 to 2**63-1); larger integers do not "
+        "survive every JSON reader or SQLite's JSON functions (send them as strings)"
+    )
+
+
+def _show(key: Any, limit: int = 60) -> str:
+    try:
+        text = repr(key)  # escapes NUL and surrogates, so the message itself can be stored
+    except Exception:
+        text = f"<{type(key).__name__}>"
+    return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
+
+
+def _pointer(path: list[Any], key: Any) -> str:
+    # path[0] is the key of the root, which a pointer does not name; "/" stands for the root.
+    parts = [*path[1:], key] if path else []
+    return "".join(f"/{_escape(str(part))}" for part in parts) or "/"
 
 
 def _escape(key: str) -> str:
@@ -51,11 +164,16 @@ def _escape(key: str) -> str:
 
 
 def encode(value: Any, *, code: str = "INVALID_STEP_VALUE", max_bytes: int | None = None) -> str:
-    """Canonical JSON for ``value``; raises ``WorkflowValueError(code)`` if it is not durable."""
-    reason = invalid_reason(value)
-    if reason is not None:
-        raise exceptions.WorkflowValueError(code, f"not a durable value at {reason}")
+    """Canonical JSON for ``value``; raises ``WorkflowValueError(code)`` if it is not durable.
+
+    The error's ``detail["path"]`` is the JSON pointer of the offender.
+    """
+    fault = _first_fault(value)
+    if fault is not None:
+        pointer, why = fault
+        raise exceptions.WorkflowValueError(code, f"not a durable value at {pointer}: {why}", path=pointer)
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    # len() counts characters, never more than the bytes: most values are sized without encoding.
     if max_bytes is not None and len(text) > max_bytes and len(text.encode()) > max_bytes:
         raise exceptions.WorkflowValueError(
             "PAYLOAD_TOO_LARGE", f"the value is {len(text.encode())} bytes, over the {max_bytes} byte limit"
@@ -76,30 +194,62 @@ def roundtrip(value: Any, **kwargs: Any) -> tuple[str, Any]:
 # Recorded errors ---------------------------------------------------------------------
 
 _TRACEBACK_LIMIT = 8000
+_MESSAGE_LIMIT = 100_000
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def encode_error(exc: BaseException, *, step: str | None = None) -> dict[str, Any]:
-    """A JSON description of ``exc``: enough to show it and to raise it again on replay."""
+    """A JSON description of ``exc``: enough to show it and to raise it again on replay.
+
+    Every string in it can be stored by every backend (NUL and lone surrogates are written
+    as escapes), so recording a failure cannot fail in turn.
+    """
     cls = type(exc)
     data: dict[str, Any] = {
-        "type": f"{cls.__module__}.{cls.__qualname__}",
-        "code": getattr(exc, "code", None) or "STEP_FAILED",
-        "message": _printable(getattr(exc, "message", None) or str(exc) or cls.__name__),
+        "type": _printable(f"{cls.__module__}.{cls.__qualname__}"),
+        "code": _code(getattr(exc, "code", None)),
+        "message": _printable(_message(exc)[:_MESSAGE_LIMIT]),
     }
     detail = getattr(exc, "detail", None)
     if isinstance(detail, dict) and detail and invalid_reason(detail) is None:
         data["detail"] = detail
     if step is not None:
-        data["step"] = step
+        data["step"] = _printable(step)
     if exc.__traceback__ is not None:
         tb = "".join(traceback.format_exception(cls, exc, exc.__traceback__))
         data["traceback"] = _printable(tb[-_TRACEBACK_LIMIT:])
     return data
 
 
+def _code(code: Any) -> str:
+    if isinstance(code, str):
+        return _printable(str.__str__(code)) or "STEP_FAILED"  # a plain str, also from a str enum
+    if type(code) is int and _MIN_INT <= code <= _MAX_INT:
+        return str(code)  # an HTTP status, say
+    return "STEP_FAILED"  # no code, or an attribute that is not one (grpc's code() method)
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        message = getattr(exc, "message", None)
+        if not isinstance(message, str) or not message:
+            message = str(exc)
+    except Exception:  # a broken __str__ must not keep the failure from being recorded
+        message = ""
+    return message or type(exc).__name__
+
+
 def _printable(text: str) -> str:
-    # PostgreSQL's jsonb cannot hold NUL; an error message must never make its record unwritable.
-    return text.replace("\x00", "\\x00")
+    # PostgreSQL's jsonb cannot hold NUL, and no driver can send a lone surrogate: a message
+    # must never make its record unwritable.
+    if "\x00" not in text and (text.isascii() or _surrogate_at(text) is None):
+        return text
+    return _UNSTORABLE.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    return "\\x00" if char == "\x00" else f"\\u{ord(char):04x}"
 
 
 def decode_error(data: dict[str, Any]) -> Exception:

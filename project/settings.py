@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from durableflow import dispatch
+from durableflow import dispatch, transport
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DURABLEFLOW_VAR_DIR", BASE_DIR / "var"))
@@ -92,23 +92,9 @@ STATIC_ROOT = VAR_DIR / "static"
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    _broker_dir = Path(os.environ.get("CELERY_FILESYSTEM_DIR", VAR_DIR / "broker"))
-    for _folder in ("queue", "processed", "control"):
-        (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
     # kombu's filesystem transport with atomic writes and claims (see durableflow.transport).
     CELERY_BROKER_TRANSPORT = "durableflow.transport:FilesystemTransport"
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        # Producer and consumer share one folder; a consumer claims a message by renaming it
-        # into "processed" (same filesystem, so the rename is atomic) and then deletes it.
-        "data_folder_in": str(_broker_dir / "queue"),
-        "data_folder_out": str(_broker_dir / "queue"),
-        "processed_folder": str(_broker_dir / "processed"),
-        "control_folder": str(_broker_dir / "control"),
-        "store_processed": False,
-        # How long an idle consumer waits before looking again, and how long a worker whose
-        # pool is full waits before fetching the next message: bounds latency and throughput.
-        "polling_interval": 0.01,
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = transport.options(os.environ.get("CELERY_FILESYSTEM_DIR", VAR_DIR / "broker"))
 elif CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Bounded connects: a request that starts a workflow must not hang on a dead broker.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.cluster import ROOT, Cluster, wait_for
+from tests.cluster import ROOT, Cluster, Process, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,9 @@ def django_db_setup(django_test_environment, django_db_blocker):
     from django.test.utils import setup_databases, teardown_databases
 
     with django_db_blocker.unblock():
-        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+        from django.conf import settings
+
+        config = setup_databases(verbosity=0, interactive=False, aliases=set(settings.DATABASES))
     yield
     with django_db_blocker.unblock():
         _disconnect_others()
@@ -44,7 +46,7 @@ def no_lease_left_held():
     from durableflow.leases import keeper
 
     yield
-    held = sorted(lease.execution_id for lease in keeper._leases)
+    held = sorted(lease.execution_id for lease in keeper.held())
     assert not held, f"leases still held by this process after the test: {held}"
 
 
@@ -59,6 +61,15 @@ def broker_url() -> str:
     from django.conf import settings
 
     return settings.CELERY_BROKER_URL
+
+
+def _routed_db_name() -> dict[str, str]:
+    """Workers must use the test database of the second alias too, when there is one."""
+    from django.db import connections
+
+    if "durableflow" not in connections:
+        return {}
+    return {"DURABLEFLOW_TEST_ROUTED_DB_NAME": str(connections["durableflow"].settings_dict["NAME"])}
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +88,7 @@ def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DURABLEFLOW_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+        **_routed_db_name(),
         "PYTHONPATH": str(ROOT),
     }
     cluster = Cluster(env, tmp_path_factory.mktemp("cluster-logs"))
@@ -93,3 +105,28 @@ def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
         yield cluster
     finally:
         cluster.stop_all()
+
+
+class Workers:
+    """Starts workers on the session cluster for one test, and stops them after it."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.started: list[Process] = []
+
+    def __call__(self, queues: str, **options) -> Process:
+        process = self.cluster.worker(queues, **options)
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        while self.started:
+            self.cluster.stop(self.started.pop())
+
+
+@pytest.fixture
+def workers(cluster):
+    """``workers(queue, concurrency=1)`` starts a worker; teardown stops it, even on failure."""
+    started = Workers(cluster)
+    yield started
+    started.stop_all()

@@ -18,6 +18,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 if os.environ.get("DURABLEFLOW_TEST_DB_NAME"):
     DATABASES["default"]["NAME"] = os.environ["DURABLEFLOW_TEST_DB_NAME"]
 
+# DURABLEFLOW_TEST_ROUTED=1: durableflow's tables live in a second alias, chosen by a router
+# (tests/test_routing.py runs a workflow on real workers so).
+if os.environ.get("DURABLEFLOW_TEST_ROUTED"):
+    _second = {**DATABASES["default"], "TEST": {}}
+    if _second["ENGINE"] == "django.db.backends.sqlite3":
+        _second["NAME"] = str(VAR_DIR / "routed.sqlite3")
+        _second["TEST"] = {"NAME": str(VAR_DIR / "test-routed.sqlite3")}
+    else:
+        _second["NAME"] = f"{DATABASES['default']['NAME']}_routed"
+    if os.environ.get("DURABLEFLOW_TEST_ROUTED_DB_NAME"):
+        _second["NAME"] = os.environ["DURABLEFLOW_TEST_ROUTED_DB_NAME"]
+    DATABASES["durableflow"] = _second
+    DATABASE_ROUTERS = ["tests.routers.DurableflowRouter"]
+
 DURABLEFLOW = {
     # Short, so that crash tests recover in seconds; the heartbeat renews it every 1.3 s.
     "LEASE_SECONDS": 4,

@@ -117,7 +117,7 @@ def duplicate_key_wf(ctx, params):
 @durableflow.workflow("contract.bad-keys")
 def bad_keys_wf(ctx, params):
     codes = []
-    for key in ("", "$reserved", "k" * 256):
+    for key in ("", "$reserved", "k" * 256, "nul\x00", "lone\ud800"):
         try:
             ctx.step.run(key, lambda: 1)
         except WorkflowValueError as exc:
@@ -128,7 +128,7 @@ def bad_keys_wf(ctx, params):
 def test_invalid_step_keys_are_refused(backend):
     execution_id = backend.start("contract.bad-keys")
     backend.deliver(execution_id)
-    assert backend.get(execution_id).result == ["INVALID_STEP_KEY"] * 3
+    assert backend.get(execution_id).result == ["INVALID_STEP_KEY"] * 5
     assert backend.records(execution_id) == []
 
 
@@ -553,6 +553,7 @@ def test_an_idempotency_key_returns_the_first_execution(backend):
         ("contract.replay", {"x": float("inf")}, "INVALID_PARAMS"),
         ("contract.replay", {1: "int key"}, "INVALID_PARAMS"),
         ("contract.replay", {"when": object()}, "INVALID_PARAMS"),
+        ("contract.replay", {"big": 1e300}, "INVALID_PARAMS"),
     ],
 )
 def test_invalid_starts_are_refused(backend, workflow, params, code):
@@ -597,3 +598,64 @@ def test_sleep_until_waits_for_the_given_moment(backend):
     waiting = backend.get(execution_id)
     assert waiting.waiting_for["kind"] == "timer"
     assert backend.run(execution_id).result is True
+
+
+# The sweep -----------------------------------------------------------------------------------------------
+
+
+def test_the_sweep_wakes_due_timers_and_leaves_the_others_waiting(backend):
+    due = backend.start("contract.replay")  # sleeps 5 s
+    later = backend.start("contract.sleep-until")  # sleeps 90 s
+    backend.deliver(due), backend.deliver(later)
+
+    backend.advance(6)
+    backend.sweep()
+
+    assert backend.get(due).status == "pending"
+    assert backend.get(due).wake_at is None
+    assert [r.status for r in backend.records(due) if r.key == "pause"] == ["completed"]
+    assert backend.get(later).status == "waiting"
+    assert backend.deliver(due) == "completed"
+    assert backend.get(due).result == {"first": {"n": 1}, "second": 1}
+
+
+def test_the_sweep_resends_a_wake_up_nobody_acted_on_once(backend):
+    execution_id = backend.start("contract.replay")
+    before = backend.get(execution_id).enqueued_at
+
+    backend.advance(LEASE_SECONDS + 1)
+    backend.sweep()
+    resent = backend.get(execution_id).enqueued_at
+    backend.sweep()
+
+    assert resent > before
+    assert backend.get(execution_id).enqueued_at == resent  # not overdue again yet
+    assert backend.get(execution_id).status == "pending"
+
+
+def test_wake_moves_only_waiting_executions(backend):
+    waiting = backend.start("contract.sleep-until")
+    backend.deliver(waiting)
+    pending = backend.start("contract.replay")
+    finished = backend.start("contract.decoded")
+    backend.deliver(finished)
+
+    woken = backend.engine.wake([waiting, pending, finished])
+
+    assert woken == [waiting]
+    assert [backend.get(pk).status for pk in (waiting, pending, finished)] == ["pending", "pending", "completed"]
+
+
+@pytest.mark.parametrize("option", ["execution_id", "idempotency_key"])
+@pytest.mark.parametrize("bad", ["id\x00x", "k\ud800"])
+def test_ids_with_nul_or_lone_surrogates_are_refused_at_start(backend, option, bad):
+    with pytest.raises(durableflow.WorkflowStartError) as caught:
+        backend.start("contract.replay", {}, **{option: bad})
+    assert caught.value.code == "INVALID_PARAMS"
+    assert option in caught.value.message
+
+
+def test_a_refused_params_value_carries_its_path(backend):
+    with pytest.raises(durableflow.WorkflowStartError) as caught:
+        backend.start("contract.replay", {"a": [1, float("nan")]})
+    assert caught.value.detail["path"] == "/a/1"

@@ -121,6 +121,9 @@ class Context:
                 raise exceptions.WorkflowValueError(
                     "INVALID_STEP_KEY", f"step key {key[:40]!r}...: at most {MAX_KEY_LENGTH} characters"
                 )
+            fault = values.text_fault(key)
+            if fault is not None:
+                raise exceptions.WorkflowValueError("INVALID_STEP_KEY", f"step key {key[:40]!r}: {fault}")
             return key, args[1:]
         frame = sys._getframe(depth)
         site = (frame.f_globals.get("__name__", "?"), frame.f_lineno)
@@ -177,6 +180,16 @@ class Context:
             raise
         for record in records:
             self._records[record.key] = record
+
+    def _write_exclusive(self, record: StepRecordData, previous: StepRecordData | None) -> StepRecordData:
+        """``_write`` for records that must be this delivery's own (``Journal.write_exclusive``)."""
+        try:
+            self._journal.write_exclusive(record, previous)
+        except (LeaseLost, StepConflict) as interrupt:
+            self._latch(interrupt)
+            raise
+        self._records[record.key] = record
+        return record
 
     def _record_live(self, key: str, kind: str, value: Any, *, attempts: int, **fields: Any) -> StepRecordData:
         now = self._journal.now()

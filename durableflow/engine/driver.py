@@ -26,7 +26,7 @@ from durableflow.engine.records import (
 from durableflow.engine.settings import EngineSettings
 from durableflow.registry import Registry
 
-__all__ = ["deliver", "continuation_id", "SKIPPED", "LEASE_LOST"]
+__all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST"]
 
 logger = logging.getLogger("durableflow.delivery")
 
@@ -38,7 +38,7 @@ LEASE_LOST = "lease-lost"
 _STALL_MAX_SECONDS = 600
 
 
-def deliver(journal: Journal, registry: Registry, settings: EngineSettings | None = None) -> str:
+def run(journal: Journal, registry: Registry, settings: EngineSettings | None = None) -> str:
     """Run one delivery of ``journal.execution_id``; return what happened, for logs and tests.
 
     Safe to call any number of times at once for the same execution: only the delivery

@@ -89,6 +89,15 @@ Step bodies as their own tasks (map items, run(queue=))
                                          ``resend_after`` seconds and not finished, marked as sent again:
                                          (id, key, queue)
 
+Transactional steps
+    ``transaction_scope()``              one transaction on the journal's database for a transactional step's
+                                         body and its fenced record: yields a ``transactions.Scope``; commits
+                                         on a clean exit; if the block raises, rolls everything back, runs the
+                                         scope's rollback hooks and re-raises. Meanwhile a query through any
+                                         other database alias is refused (``TRANSACTION_WRONG_ALIAS``)
+    ``is_transient(exc)``                whether an error raised in a scope calls for running it again
+                                         (serialization failure, deadlock, a busy database)
+
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
                                          transaction (skipping rows another sweep holds): (id, queue, waiting_for)
@@ -105,6 +114,7 @@ from datetime import datetime
 from typing import Any, Iterable, Protocol
 
 from durableflow.engine.records import StepRecordData
+from durableflow.engine.transactions import Scope
 
 __all__ = ["NOW", "ANY", "TAKEN", "CLOSED", "CONSUMED", "ClaimRow", "OutcomeRow", "LeaseHandle", "Storage"]
 
@@ -216,6 +226,10 @@ class Storage(Protocol):
     def send_next_item(self, execution_id: str) -> tuple[str, str] | None: ...
     def items_left(self, execution_id: str) -> int: ...
     def lock_stale_items(self, resend_after: float, limit: int) -> list[tuple[str, str, str]]: ...
+
+    # Transactional steps
+    def transaction_scope(self) -> AbstractContextManager[Scope]: ...
+    def is_transient(self, exc: BaseException) -> bool: ...
 
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...

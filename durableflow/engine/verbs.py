@@ -37,4 +37,4 @@ class Engine(Starts, Steering, Sweeping, Waits, Items):
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs."""
-        return driver.deliver(self.journal(execution_id), self.registry, self.settings)
+        return driver.run(self.journal(execution_id), self.registry, self.settings)

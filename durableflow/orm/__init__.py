@@ -9,9 +9,10 @@ from __future__ import annotations
 from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.items import OrmItems
 from durableflow.orm.waits import OrmWaits
+from durableflow.orm.transactions import OrmTransactions
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmWaits, OrmItems, OrmCore):
+class OrmStorage(OrmWaits, OrmItems, OrmCore, OrmTransactions):
     """The storage protocol on the models, on the alias the project's routers choose."""

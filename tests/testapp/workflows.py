@@ -8,6 +8,7 @@ import time
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import waits  # noqa: F401 - registers the waits and composition workflows
+from tests.testapp import txsteps  # noqa: F401 - registers the transactional step workflows
 from tests.testapp.models import Marker
 
 
@@ -102,3 +103,6 @@ def timer(ctx, params):
     ctx.step.sleep("timer", params["seconds"])
     t1 = ctx.step.run("t1", time.time)
     return {"t0": t0, "t1": t1}
+
+
+from tests.testapp import timeout_workflows  # noqa: E402,F401 (registers the workflows)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from datetime import timedelta
 from typing import Any
 
+from durableflow.engine.memory.clone import clone
 from durableflow.engine.states import RUNNABLE, StepStatus
 
 __all__ = ["MemoryItems"]
@@ -31,7 +31,7 @@ class MemoryItems:
             if not (record.status == StepStatus.WAITING or (record.status == StepStatus.RUNNING and expired)):
                 return None
             record.status, record.attempts, record.started_at = StepStatus.RUNNING, record.attempts + 1, now
-            return record.attempts, copy.deepcopy(record.meta)
+            return record.attempts, clone(record.meta)
 
     def finish_item(self, execution_id: str, key: str, attempt: int, values: dict[str, Any]) -> bool:
         with self.lock:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Iterable
 
+from durableflow.engine.memory.clone import clone
 from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 
@@ -60,13 +60,13 @@ class MemoryWaits:
             waiter = MemoryWaiter(id=self._next_id(), **{k: self._value(v) for k, v in values.items()})
             waiter.created_at = waiter.created_at or self.clock()
             self.tables.waiters[waiter.id] = waiter
-            return copy.deepcopy(waiter)
+            return clone(waiter)
 
     def get_waiter(self, execution_id: str, key: str) -> MemoryWaiter | None:
         with self.lock:
             for waiter in self.tables.waiters.values():
                 if waiter.execution_id == execution_id and waiter.key == key:
-                    return copy.deepcopy(waiter)
+                    return clone(waiter)
         return None
 
     def open_waiters(
@@ -74,7 +74,7 @@ class MemoryWaits:
     ) -> list[MemoryWaiter]:
         with self.lock:
             return [
-                copy.deepcopy(w)
+                clone(w)
                 for w in self.tables.waiters.values()
                 if w.kind == kind
                 and w.target == target
@@ -101,11 +101,11 @@ class MemoryWaits:
             event = MemoryEvent(id=self._next_id(), **{k: self._value(v) for k, v in values.items()})
             event.created_at = event.created_at or self.clock()
             self.tables.events[event.id] = event
-            return copy.deepcopy(event)
+            return clone(event)
 
     def get_event(self, pk: int) -> MemoryEvent | None:
         with self.lock:
-            return copy.deepcopy(self.tables.events.get(pk))
+            return clone(self.tables.events.get(pk))
 
     def events_for(self, waiter: MemoryWaiter, *, after: int, limit: int) -> list[MemoryEvent]:
         with self.lock:
@@ -123,7 +123,7 @@ class MemoryWaits:
                 and (waiter.kind != "event" or e.created_at >= execution.created_at)
                 and (waiter.kind != "signal" or e.execution_id == waiter.execution_id)
             ]
-            return copy.deepcopy(found[:limit])
+            return clone(found[:limit])
 
     def take_event(self, waiter_id: int, event_pk: int) -> str:
         with self.lock:
@@ -141,7 +141,7 @@ class MemoryWaits:
             if execution is None:
                 return None
             execution.watched = True
-            return copy.deepcopy(execution)
+            return clone(execution)
 
     def stranded_waiters(self, limit: int) -> list[str]:
         with self.lock:

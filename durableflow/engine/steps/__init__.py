@@ -11,9 +11,10 @@ from durableflow.engine.steps.fanout import FanoutSteps
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.timers import TimerSteps
 from durableflow.engine.steps.waits import WaitSteps
+from durableflow.engine.steps.transactions import TransactionSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps, ChildSteps, WaitSteps, FanoutSteps):
+class StepAPI(RunSteps, TimerSteps, ChildSteps, WaitSteps, FanoutSteps, TransactionSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
