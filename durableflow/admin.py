@@ -1,4 +1,4 @@
-"""Admin: executions with their journal; cancel and retry actions."""
+"""Admin: executions with their journal and waits; cancel and retry actions; published events."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from durableflow import exceptions, operations
-from durableflow.models import Execution, StepRecord
+from durableflow.models import Event, Execution, StepRecord, Waiter
 
 
 def _pretty(value) -> str:
@@ -36,6 +36,42 @@ class StepRecordInline(admin.TabularInline):
         return (record.error or {}).get("message", "")
 
 
+class WaiterInline(admin.TabularInline):
+    model = Waiter
+    fields = ("key", "kind", "target", "match", "status", "created_at", "deadline_at", "resolved_at", "event")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+    verbose_name_plural = "waits"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    """Published events, signals and token completions (read only: publish through the API)."""
+
+    list_display = ("id", "kind", "name", "event_id", "execution", "created_at")
+    list_filter = ("kind",)
+    search_fields = ("=name", "=event_id", "=execution__id")
+    show_full_result_count = False
+    list_per_page = 50
+    fields = ("kind", "name", "event_id", "execution", "created_at", "pretty_payload")
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="payload")
+    def pretty_payload(self, event):
+        return _pretty(event.payload)
+
+
 @admin.register(Execution)
 class ExecutionAdmin(admin.ModelAdmin):
     list_display = ("id", "workflow", "status", "created_at", "finished_at", "deliveries")
@@ -44,7 +80,7 @@ class ExecutionAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     show_full_result_count = False
     list_per_page = 50
-    inlines = [StepRecordInline]
+    inlines = [StepRecordInline, WaiterInline]
     actions = ["cancel_executions", "retry_executions"]
     fields = (
         "id",

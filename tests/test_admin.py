@@ -46,3 +46,16 @@ def test_cancel_action(db, staff_client, monkeypatch):
     assert response.status_code == 200
     assert "1 execution cancelled." in response.content.decode()
     assert Execution.objects.get(pk=execution.id).status == "cancelled"
+
+
+def test_a_waiting_execution_shows_its_waits_and_the_events_list_renders(db, staff_client):
+    harness = OrmHarness()
+    execution_id = harness.start("t.wait-event", {"match": {"order": 1}})
+    harness.deliver(execution_id)
+    harness.send_event("t.other", {"order": 1}, event_id="admin-event")
+
+    detail = staff_client.get(reverse("admin:durableflow_execution_change", args=[execution_id])).content.decode()
+    events = staff_client.get(reverse("admin:durableflow_event_changelist") + "?kind__exact=event")
+
+    assert "Waits" in detail and "t.event" in detail and "open" in detail
+    assert events.status_code == 200 and "admin-event" in events.content.decode()
