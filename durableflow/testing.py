@@ -10,7 +10,16 @@
 
 Timers and retries fire at once: ``run_until_finished`` moves the tester's clock to the next
 due time whenever nothing else is runnable. The verbs are the engine's, the ones the workers
-run; only the storage is kept in memory.
+run; only the storage is kept in memory. Waits are satisfied through the same verbs:
+
+    execution = tester.start("approval", {"order": 7})
+    tester.run()                                   # now waiting for its event
+    tester.send_event("order.approved", {"order": 7})
+    tester.signal(execution.id, "note", "hello")   # or complete_token(f"{execution.id}:approve")
+    assert tester.run_until_finished(execution.id) == ...
+
+Children run as the workers would run them, and the step bodies a workflow sends as their
+own tasks (``map`` items, ``run(queue=)``) are run by ``run()`` from the outbox.
 
 Transactional steps (``ctx.step.transaction``) keep their all-or-nothing in memory: when the
 body raises, or the step's record cannot be written (another delivery took the lease or

@@ -40,3 +40,18 @@ def test_a_failed_run_raises_execution_failed():
         tester.run_until_finished(execution.id)
     assert caught.value.status == "failed"
     assert caught.value.error["message"] == "attempt 1 failed"
+
+
+def test_the_tester_drives_waits_children_and_map_items():
+    tester = WorkflowTester()
+
+    waiting = tester.start("t.wait-event", {"match": {"order": 1}})
+    tester.run()
+    assert tester.get(waiting.id).status == "waiting"
+    assert tester.send_event("t.event", {"order": 1}) == 1
+    assert tester.run_until_finished(waiting.id) == {"order": 1}
+
+    assert tester.run_until_finished(tester.start("t.invoke", {"n": 4}).id) == {"value": 8}
+
+    mapped = tester.run_until_finished(tester.start("t.map", {"n": 5}).id)
+    assert [n for n, _ in mapped] == [0, 1, 2, 3, 4]

@@ -92,6 +92,23 @@ class WaitSteps(StepBase):
         if record is not None and record.status == StepStatus.FAILED:
             ctx._raise_recorded(record)
         storage = ctx._journal.storage
+
+        def register(until: Any) -> Any:
+            waiter = storage.add_waiter(
+                {
+                    "execution_id": ctx.execution_id,
+                    "key": key,
+                    "kind": waiter_kind,
+                    "target": target,
+                    "match": match,
+                    "deadline_at": until,
+                    "created_at": NOW,
+                }
+            )
+            if on_register is not None:
+                on_register()
+            return waiter
+
         if record is None:
             ctx._go_live()
             now = ctx._journal.now()
@@ -100,26 +117,15 @@ class WaitSteps(StepBase):
             if until is not None:
                 meta.update(until=iso(until), timeout=timeout)
             record = StepRecordData(key=key, kind=kind, status=StepStatus.WAITING, meta=meta, started_at=now)
-            with storage.atomic():
+            with storage.atomic():  # the record and its waiter exist together, or neither
                 ctx._write(record, new=True)
-                waiter = storage.add_waiter(
-                    {
-                        "execution_id": ctx.execution_id,
-                        "key": key,
-                        "kind": waiter_kind,
-                        "target": target,
-                        "match": match,
-                        "deadline_at": until,
-                        "created_at": NOW,
-                    }
-                )
-                if on_register is not None:
-                    on_register()
+                waiter = register(until)
         elif record.error is not None:
             record, waiter, until = self._wait_again(record)
         else:
             until = parse_iso(record.meta["until"]) if record.meta.get("until") else None
-            waiter = storage.get_waiter(ctx.execution_id, key)
+            # A record without its waiter (rows deleted by hand?): register it again.
+            waiter = storage.get_waiter(ctx.execution_id, key) or register(until)
         check = check or self._message_check
         try:
             answer = check(waiter)
