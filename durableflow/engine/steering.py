@@ -125,9 +125,12 @@ class Steering:
     def wake(self: Engine, execution_ids: Iterable[str]) -> list[str]:
         """Make waiting executions runnable and ask for their deliveries once this commits.
 
-        Every wake-up (a due timer, an event, a signal, a finished child, a store change) goes
-        through here: a conditional move from ``waiting`` to ``pending``, so an execution that
-        is running, finished or already woken is left alone. Returns the ids woken.
+        Every wake-up (a due timer, an event, a signal, a finished child, the last item of a
+        map, a store change) goes through here: a conditional move from ``waiting`` to
+        ``pending``, so an execution that is finished or already woken is left alone. One that
+        is running is marked instead (``wake_pending``): should its delivery suspend, it is
+        delivered again at once rather than left waiting for what already happened. Returns
+        the ids moved to ``pending``.
         """
         moves = {status: {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW} for status in _WAKEABLE}
         # One running now may suspend on what it read before this wake-up: remember the wake-up
