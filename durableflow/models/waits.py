@@ -41,8 +41,9 @@ class Event(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [
-            # A wait looks up the events of its type (or name) in publication order.
-            models.Index(fields=["kind", "name", "id"], name="durableflow_event_name"),
+            # A wait looks up the events of its type (or name) published since its execution
+            # started: a range of this index however long the history of that type.
+            models.Index(fields=["kind", "name", "created_at"], name="durableflow_event_name"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["kind", "event_id"], name="durableflow_event_once"),
