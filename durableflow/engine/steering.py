@@ -54,6 +54,12 @@ class Steering:
         with self.storage.atomic():
             execution = self.get(execution_id)
             check_transition(execution_id, execution.status, S.CANCELLED, "cancelled")
+            # Nothing may satisfy its waits or run its items any more. Closed before the row is
+            # written: a publisher locks a waiter, then its execution; the same order here.
+            self.storage.end_waits(
+                execution_id,
+                {"status": StepStatus.FAILED, "error": {"code": "CANCELLED", "message": message}, "finished_at": NOW},
+            )
             updated = self.storage.update_execution(
                 execution_id,
                 {
@@ -68,11 +74,6 @@ class Steering:
             )
             if not updated:
                 raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being cancelled")
-            # Nothing may satisfy its waits or run its items any more.
-            self.storage.end_waits(
-                execution_id,
-                {"status": StepStatus.FAILED, "error": {"code": "CANCELLED", "message": message}, "finished_at": NOW},
-            )
             # Read after the write, which holds the row: a wait registered on this execution's end
             # is either seen here or sees it cancelled.
             if self.get(execution_id).watched:
