@@ -362,3 +362,15 @@ def test_items_of_a_cancelled_map_are_not_run_or_resent(backend):
     assert backend.sweep()["items"] == 0
     statuses = {r.status for r in backend.records(execution_id) if r.kind == "item"}
     assert statuses == {"failed"}
+
+
+@durableflow.workflow("compose.parent-of-counter")
+def parent_of_counter_wf(ctx, params):
+    return ctx.step.invoke("count", "compose.counter", {"i": 0, "every": 2, "until": 6})
+
+
+def test_a_wait_for_a_child_that_continued_as_new_follows_it_to_the_end(backend):
+    parent = backend.start("compose.parent-of-counter")
+    assert _run_tree(backend, parent, rounds=40).result == 6
+    runs = [backend.get(pk) for pk in backend.storage.execution_ids(parent_id=parent)]
+    assert len(runs) == 3 and {run.root_id for run in runs} == {parent}
