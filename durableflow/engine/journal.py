@@ -18,6 +18,7 @@ from durableflow.engine.records import (
     Claim,
     LeaseLost,
     Outcome,
+    Requeued,
     StepConflict,
     StepRecordData,
     outcome_fields,
@@ -105,7 +106,20 @@ class Journal:
             raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
 
     def finish(self, outcome: Outcome) -> None:
-        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``)."""
+        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``).
+
+        A park with a ``guard`` (see ``Suspended``) is one transaction with the guard: what it
+        registers is rolled back with a rejected outcome, and if what it waits for happened
+        already, the delivery ends as ``Requeued`` instead.
+        """
+        guard = getattr(outcome, "guard", None)
+        if guard is None:
+            self._finish(outcome)
+            return
+        with self.storage.atomic():
+            self._finish(outcome if guard() else Requeued("woken while parking"))
+
+    def _finish(self, outcome: Outcome) -> None:
         fields, enqueue = outcome_fields(outcome, self.now())
         if not self.storage.update_execution(self.execution_id, fields, token=self.token):
             self._rejected(f"outcome {type(outcome).__name__}")
