@@ -7,6 +7,7 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
+from tests.testapp import effects  # noqa: F401 - registers the workflows with effects
 from tests.testapp.models import Marker
 
 
