@@ -162,7 +162,7 @@ class Effects:
     def begin_effect(self: Engine, request: EffectRequest, execution_id: str, step_key: str) -> Begun:
         """Record a new effect, or say what the known one is (never calls out)."""
         storage = self.storage
-        created = storage.create_effect(
+        if storage.create_effect(
             {
                 "id": request.effect_id,
                 "operation": request.operation,
@@ -171,11 +171,11 @@ class Effects:
                 "status": EffectStatus.PENDING,
                 "began_by": execution_id,
                 "began_step": step_key,
+                "attempts": 0,
                 "created_at": NOW,
                 "updated_at": NOW,
             }
-        )
-        if created is not None:
+        ):
             return Begun(NEW)
         effect = storage.get_effect(request.effect_id)
         if effect is None:  # pragma: no cover - deleted between the insert and the read

@@ -45,8 +45,8 @@ A delivery (leases and the journal)
                                          update the steps named by exact (execution id, key) pairs
 
 Effects (``durableflow.engine.effects``)
-    ``create_effect(fields)``            insert a pending effect; ``None`` if its id is taken, without
-                                         breaking the caller's transaction
+    ``create_effect(fields)``            insert a pending effect; whether it was inserted (False: its id is
+                                         taken; the caller's transaction goes on unharmed)
     ``get_effect(effect_id)``            the row, or ``None``
     ``update_effect(effect_id, fields, *, statuses=None, holder_token=ANY)``
                                          conditional update: only while the status is in ``statuses`` and
@@ -146,7 +146,7 @@ class Storage(Protocol):
     ) -> int: ...
 
     # Effects
-    def create_effect(self, fields: dict[str, Any]) -> Any | None: ...
+    def create_effect(self, fields: dict[str, Any]) -> bool: ...
     def get_effect(self, effect_id: str) -> Any | None: ...
     def update_effect(
         self, effect_id: str, fields: dict[str, Any], *, statuses: Iterable[str] | None = None, holder_token: Any = ANY

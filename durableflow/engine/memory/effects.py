@@ -40,13 +40,13 @@ _EFFECT_FIELDS = frozenset(f.name for f in fields(MemoryEffect))
 class MemoryEffects:
     """Effects in memory (a part of ``InMemoryStorage``; its lock and ``atomic`` cover them)."""
 
-    def create_effect(self, values: dict[str, Any]) -> MemoryEffect | None:
+    def create_effect(self, values: dict[str, Any]) -> bool:
         with self.lock:
             if values["id"] in self.tables.effects:
-                return None
+                return False
             effect = MemoryEffect(**{name: self._value(value) for name, value in values.items()})
             self.tables.effects[effect.id] = effect
-            return copy.deepcopy(effect)
+            return True
 
     def get_effect(self, effect_id: str) -> MemoryEffect | None:
         with self.lock:
