@@ -61,6 +61,8 @@ class EffectStatus:
 
 # What begin found.
 NEW, PENDING, SETTLED, MISMATCH = "new", "pending", "settled", "mismatch"
+# What a lookup may answer besides SETTLED.
+NOT_FOUND, UNKNOWN = "not-found", "unknown"
 # What a hold answered.
 HELD, BUSY, LOST = "held", "busy", "lost"
 
@@ -140,7 +142,7 @@ def read_lookup(effect_id: str, answer: Any, *, max_bytes: int | None = None) ->
     status = answer.get("status") if isinstance(answer, dict) else None
     if status == SETTLED and "result" in answer:
         return SETTLED, effect_result(effect_id, answer["result"], "lookup", max_bytes=max_bytes)
-    if status in ("not-found", "unknown"):
+    if status in (NOT_FOUND, UNKNOWN):
         return status, None
     shown = repr(answer)
     raise exceptions.EffectDeliveryError(

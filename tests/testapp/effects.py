@@ -55,3 +55,20 @@ def effect_pause(ctx, params):
         Marker.hit(f"{tag}:paused")
         os.kill(os.getpid(), signal.SIGSTOP)
     return {"receipt": _charge(ctx, params), "pid": ctx.step.run("pid", os.getpid)}
+
+
+@durableflow.workflow("t.effect-loop")
+def effect_loop(ctx, params):
+    """``n`` effects with trivial callbacks, named ``<prefix>-<i>``: the protocol's own cost."""
+    return [
+        ctx.step.effect(
+            f"e{i}",
+            effect_id=f"{params['prefix']}-{i}",
+            operation="test.noop/v1",
+            input=i,
+            retry_in=1,
+            lookup=lambda effect_id: {"status": "not-found"},
+            perform=lambda effect_id, i=i: i,
+        )
+        for i in range(params["n"])
+    ]

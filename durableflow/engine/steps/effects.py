@@ -125,7 +125,7 @@ class EffectSteps(StepBase):
                 standing = ctx._engine.settle_effect(request.effect_id, result, ctx.execution_id)
                 how = "performed" if call == "perform" else "looked up"
                 return self._done(key, record, request, attempts, standing, started, how)
-            if status == "unknown":
+            if status == effects.UNKNOWN:
                 return self._park(key, record, request, attempts, started, reason="lookup answered unknown")
             call = "perform"  # not-found: no call exists or can still finish
 
