@@ -305,6 +305,33 @@ def test_an_execution_arriving_mid_call_watches_and_is_woken_by_the_settle(backe
     assert backend.engine.storage.pop_effect_watches("pay-8") == []
 
 
+def test_a_settle_that_lands_while_an_execution_parks_is_not_lost(backend, monkeypatch):
+    first = backend.start("contract.effect", {"effect_id": "pay-21", "retry_in": 600})
+    second = backend.start("contract.effect", {"effect_id": "pay-21", "retry_in": 600})
+    engine, outcomes = backend.engine, []
+    watch = engine.watch_effect
+
+    def settled_meanwhile(effect_id, *args):
+        # The first execution settles between the second's decision to park and its park.
+        engine.settle_effect(effect_id, service.charges[effect_id][0], first)
+        return watch(effect_id, *args)
+
+    def meanwhile():
+        monkeypatch.setattr(engine, "watch_effect", settled_meanwhile)
+        outcomes.append(backend.deliver(second))
+        monkeypatch.setattr(engine, "watch_effect", watch)
+
+    service.hook = meanwhile
+
+    backend.deliver(first)
+
+    assert outcomes == ["requeued"]  # not parked for 600 s: delivered again at once
+    assert backend.get(second).status == "pending"
+    backend.deliver(second)
+    assert backend.get(second).result == backend.get(first).result
+    assert service.calls == [("perform", "pay-21")]
+
+
 def test_a_parked_effect_is_looked_up_by_the_next_execution_that_asks(backend):
     service.will("perform", "pay-9", "raise-after")
     first = backend.start("contract.effect", {"effect_id": "pay-9", "retry_in": 600})
@@ -523,16 +550,17 @@ def test_a_watch_is_refused_once_the_effect_is_settled(backend):
 
 
 def test_a_park_whose_effect_settled_meanwhile_replays_at_once(backend):
-    from durableflow.engine.records import Suspended
+    from durableflow.engine.records import Requeued, Suspended
 
     execution_id = backend.start("contract.effect", {"effect_id": "pay-19"})
     journal = backend.journal(execution_id)
     journal.claim()
     until = backend.now() + timedelta(seconds=600)
 
-    journal.finish(Suspended(until, {"kind": "effect"}, guard=lambda: False))
+    recorded = journal.finish(Suspended(until, {"kind": "effect"}, guard=lambda: False))
     journal.close()
 
+    assert recorded == Requeued("woken while parking")
     execution = backend.get(execution_id)
     assert (execution.status, execution.wake_at, execution.waiting_for) == ("pending", None, None)
 

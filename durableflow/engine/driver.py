@@ -55,7 +55,7 @@ def deliver(
             logger.info("delivery skipped: execution %s is not runnable or is leased", journal.execution_id)
             return SKIPPED
         outcome = _replay(claim, journal, registry, settings or EngineSettings(), engine)
-        journal.finish(outcome)
+        outcome = journal.finish(outcome)
     except LeaseLost:
         logger.warning(
             "lease lost: execution %s is held by another delivery; stale write rejected, stopping",

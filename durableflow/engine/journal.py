@@ -105,19 +105,22 @@ class Journal:
         if not same_outcome(existing, record):
             raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
 
-    def finish(self, outcome: Outcome) -> None:
+    def finish(self, outcome: Outcome) -> Outcome:
         """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``).
 
         A park with a ``guard`` (see ``Suspended``) is one transaction with the guard: what it
         registers is rolled back with a rejected outcome, and if what it waits for happened
-        already, the delivery ends as ``Requeued`` instead.
+        already, the delivery ends as ``Requeued`` instead. Returns the outcome recorded.
         """
         guard = getattr(outcome, "guard", None)
         if guard is None:
             self._finish(outcome)
-            return
+            return outcome
         with self.storage.atomic():
-            self._finish(outcome if guard() else Requeued("woken while parking"))
+            if not guard():
+                outcome = Requeued("woken while parking")
+            self._finish(outcome)
+        return outcome
 
     def _finish(self, outcome: Outcome) -> None:
         fields, enqueue = outcome_fields(outcome, self.now())
