@@ -101,7 +101,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import inprocess, live
+    from bench import effects, inprocess, live
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -117,6 +117,7 @@ def main() -> None:
             results["rounds"].append(_round(number, config, inprocess, live))
         print(f"  [{config['backend']}] replay, timers, memory", flush=True)
         results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
+        results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])
         beat = cluster.beat(loglevel="warning")
         results["timers"] = live.timers(sizes["timers"], *sizes["timer_range"])
         beat.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import transactions
+from bench import effects, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -73,6 +73,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     if all("dbos" in r for r in rounds):
         _add_dbos(out, rounds, marginal, ours_tp)
     out["replay"] = _replay(raw["replay"], median(marginal))
+    if "effects" in raw:
+        out["effects"] = effects.summarize(raw["effects"])
     out["timers"] = raw["timers"]
     out["memory"] = raw["memory"]
     if all("transactions" in r["durableflow"] for r in rounds):
@@ -216,6 +218,9 @@ def table(summary: dict[str, Any]) -> str:
     for n, ms in replay["replay_ms"].items():
         row(f"replay of {n} recorded steps", ms, " ms")
     row("replay per step / live per step", replay["replay_over_live_per_step"], "x")
+    if "effects" in summary:
+        for label, value, unit in effects.rows(summary["effects"]):
+            row(label, value, unit)
     timers = summary["timers"]
     row(f"timer lateness p50 ({timers['sleeps']} sleeps)", timers["lateness_s"]["p50"], " s")
     row("timer lateness p99", timers["lateness_s"]["p99"], " s")

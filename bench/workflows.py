@@ -31,3 +31,24 @@ def sleep(ctx, params):
     """A durable timer; the step after it records the wall clock at wake-up."""
     ctx.step.sleep("timer", params["seconds"])
     return ctx.step.run("woke", time.time)
+
+
+def _not_found(effect_id: str) -> dict:
+    return {"status": "not-found"}
+
+
+@durableflow.workflow("bench.effects")
+def effects(ctx, params):
+    """S trivial effect steps in one delivery (ids ``<prefix>-<i>``): the cost of the protocol itself."""
+    total = 0
+    for i in range(params["steps"]):
+        total += ctx.step.effect(
+            f"e{i}",
+            effect_id=f"{params['prefix']}-{i}",
+            operation="bench.noop/v1",
+            input={"i": i},
+            retry_in=1,
+            lookup=_not_found,
+            perform=lambda effect_id, i=i: i,
+        )
+    return total

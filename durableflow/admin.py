@@ -1,4 +1,4 @@
-"""Admin: executions with their journal; cancel and retry actions."""
+"""Admin: executions with their journal; cancel and retry actions; effects (read-only)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.utils.html import format_html
 from django.utils.translation import ngettext
 
 from durableflow import exceptions, operations
-from durableflow.models import Execution, StepRecord
+from durableflow.models import Effect, Execution, StepRecord
 
 
 def _pretty(value) -> str:
@@ -104,3 +104,49 @@ class ExecutionAdmin(admin.ModelAdmin):
             % {"count": count, "done": done},
             messages.SUCCESS,
         )
+
+
+@admin.register(Effect)
+class EffectAdmin(admin.ModelAdmin):
+    """Effects are written by the protocol only: here they are read (status, result, who began it)."""
+
+    list_display = ("id", "operation", "status", "attempts", "began_by", "created_at", "settled_at")
+    list_filter = ("status", "operation")
+    search_fields = ("=id", "=began_by")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    list_per_page = 50
+    fields = (
+        "id",
+        "operation",
+        "status",
+        "attempts",
+        "began_by",
+        "began_step",
+        "settled_by",
+        "holder_id",
+        "created_at",
+        "updated_at",
+        "settled_at",
+        "pretty_input",
+        "pretty_result",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # A deleted effect would be performed again by the next execution that names it.
+        return False
+
+    @admin.display(description="input")
+    def pretty_input(self, effect):
+        return _pretty(effect.input)
+
+    @admin.display(description="result")
+    def pretty_result(self, effect):
+        return _pretty(effect.result)

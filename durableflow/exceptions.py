@@ -17,7 +17,7 @@ source), and this tree names the class that carries each::
     ├── WaitTimeout (TimeoutError) WAIT_TIMEOUT
     ├── ChildExecutionError       CHILD_FAILED
     ├── WorkflowEffectError       EFFECT_REQUEST_MISMATCH, INVALID_EFFECT_REQUEST
-    ├── EffectDeliveryError       INVALID_EFFECT_RESULT
+    ├── EffectDeliveryError       INVALID_EFFECT_RESULT, INVALID_EFFECT_LOOKUP (fail the delivery)
     ├── ExecutionFailed           EXECUTION_FAILED
     ├── ExecutionNotFound         NOT_FOUND
     └── InvalidTransition         INVALID_TRANSITION
@@ -79,7 +79,8 @@ CODES: dict[str, str] = {
     # effects
     "EFFECT_REQUEST_MISMATCH": "an effect id is known with another operation or input",
     "INVALID_EFFECT_REQUEST": "an effect descriptor is invalid",
-    "INVALID_EFFECT_RESULT": "an effect's result is not a durable value",
+    "INVALID_EFFECT_RESULT": "an effect's result (from perform or lookup) is not a durable value",
+    "INVALID_EFFECT_LOOKUP": "an effect's lookup answered something other than settled, not-found or unknown",
     # steering
     "EXECUTION_FAILED": "the execution ended without completing",
     "NOT_FOUND": "no such execution",
@@ -191,7 +192,12 @@ class WorkflowEffectError(DurableflowError):
 
 
 class EffectDeliveryError(DurableflowError):
-    """An effect's lookup or perform answered something the protocol does not allow."""
+    """An effect's lookup or perform answered something the protocol does not allow.
+
+    Workflow code cannot swallow it (the delivery latches it): the run fails at the effect
+    step with the effect left pending, and ``durableflow.retry()`` resumes it with a lookup
+    once the code is fixed.
+    """
 
     default_code = "INVALID_EFFECT_RESULT"
 

@@ -46,3 +46,19 @@ def test_cancel_action(db, staff_client, monkeypatch):
     assert response.status_code == 200
     assert "1 execution cancelled." in response.content.decode()
     assert Execution.objects.get(pk=execution.id).status == "cancelled"
+
+
+def test_effects_are_listed_and_shown_read_only(db, staff_client):
+    harness = OrmHarness()
+    execution_id = harness.start("t.effect-loop", {"n": 1, "prefix": "admin"})
+    harness.deliver(execution_id)
+
+    listing = staff_client.get(reverse("admin:durableflow_effect_changelist") + "?status__exact=settled")
+    detail = staff_client.get(reverse("admin:durableflow_effect_change", args=["admin-0"]))
+
+    assert listing.status_code == 200 and "admin-0" in listing.content.decode()
+    body = detail.content.decode()
+    assert detail.status_code == 200
+    assert execution_id in body and "test.noop/v1" in body
+    assert 'name="_save"' not in body  # read-only
+

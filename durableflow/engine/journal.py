@@ -18,6 +18,7 @@ from durableflow.engine.records import (
     Claim,
     LeaseLost,
     Outcome,
+    Requeued,
     StepConflict,
     StepRecordData,
     outcome_fields,
@@ -127,8 +128,24 @@ class Journal:
             self._rejected(f"step {record.key!r}")
         raise StepConflict(f"step {record.key!r} was recorded by another delivery first")
 
-    def finish(self, outcome: Outcome) -> None:
-        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``)."""
+    def finish(self, outcome: Outcome) -> Outcome:
+        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``).
+
+        A park with a ``guard`` (see ``Suspended``) is one transaction with the guard: what it
+        registers is rolled back with a rejected outcome, and if what it waits for happened
+        already, the delivery ends as ``Requeued`` instead. Returns the outcome recorded.
+        """
+        guard = getattr(outcome, "guard", None)
+        if guard is None:
+            self._finish(outcome)
+            return outcome
+        with self.storage.atomic():
+            if not guard():
+                outcome = Requeued("woken while parking")
+            self._finish(outcome)
+        return outcome
+
+    def _finish(self, outcome: Outcome) -> None:
         fields, enqueue = outcome_fields(outcome, self.now())
         if not self.storage.update_execution(self.execution_id, fields, token=self.token):
             self._rejected(f"outcome {type(outcome).__name__}")

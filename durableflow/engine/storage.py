@@ -52,6 +52,21 @@ Transactional steps
                                          other database alias is refused (``TRANSACTION_WRONG_ALIAS``)
     ``is_transient(exc)``                whether an error raised in a scope calls for running it again
                                          (serialization failure, deadlock, a busy database)
+Effects (``durableflow.engine.effects``)
+    ``create_effect(fields)``            insert a pending effect; whether it was inserted (False: its id is
+                                         taken; the caller's transaction goes on unharmed)
+    ``get_effect(effect_id)``            the row, or ``None``
+    ``update_effect(effect_id, fields, *, statuses=None, holder_token=ANY)``
+                                         conditional update: only while the status is in ``statuses`` and
+                                         (unless ``ANY``) the holder's token equals ``holder_token``; a count
+    ``hold_effect(effect_id, execution_id, token)``
+                                         one fenced write: while the effect is pending, ``token`` holds the
+                                         execution's lease (unexpired, by the storage's clock) and the effect
+                                         is not held by another live lease (its holder's token is gone or
+                                         expired), make this delivery its holder and count an attempt; a count
+    ``add_effect_watch(effect_id, execution_id, step_key)``
+                                         once per (effect, execution, step); a repeat changes nothing
+    ``pop_effect_watches(effect_id)``    delete the effect's watches; the ids of the executions that had them
 
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
@@ -142,6 +157,15 @@ class Storage(Protocol):
     # Transactional steps
     def transaction_scope(self) -> AbstractContextManager[Scope]: ...
     def is_transient(self, exc: BaseException) -> bool: ...
+    # Effects
+    def create_effect(self, fields: dict[str, Any]) -> bool: ...
+    def get_effect(self, effect_id: str) -> Any | None: ...
+    def update_effect(
+        self, effect_id: str, fields: dict[str, Any], *, statuses: Iterable[str] | None = None, holder_token: Any = ANY
+    ) -> int: ...
+    def hold_effect(self, effect_id: str, execution_id: str, token: str) -> int: ...
+    def add_effect_watch(self, effect_id: str, execution_id: str, step_key: str) -> None: ...
+    def pop_effect_watches(self, effect_id: str) -> list[str]: ...
 
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...

@@ -10,6 +10,7 @@ the storages implement only ``durableflow.engine.storage.Storage``.
 from __future__ import annotations
 
 from durableflow.engine import driver
+from durableflow.engine.effects import Effects
 from durableflow.engine.journal import Journal
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
@@ -21,7 +22,7 @@ from durableflow.registry import Registry
 __all__ = ["Engine"]
 
 
-class Engine(Starts, Steering, Sweeping):
+class Engine(Starts, Steering, Sweeping, Effects):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):
@@ -35,4 +36,4 @@ class Engine(Starts, Steering, Sweeping):
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs."""
-        return driver.run(self.journal(execution_id), self.registry, self.settings)
+        return driver.run(self.journal(execution_id), self.registry, self.settings, self)

@@ -3,6 +3,7 @@
 The database is the source of truth: a Celery message only says "look at execution X".
 """
 
+from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
 
-__all__ = ["Execution", "StepRecord"]
+__all__ = ["Execution", "StepRecord", "Effect", "EffectWatch"]

@@ -7,10 +7,11 @@
 from __future__ import annotations
 
 from durableflow.orm.core import OrmCore, db_alias
+from durableflow.orm.effects import OrmEffects
 from durableflow.orm.transactions import OrmTransactions
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmCore, OrmTransactions):
+class OrmStorage(OrmEffects, OrmTransactions, OrmCore):
     """The storage protocol on the models, on the alias the project's routers choose."""

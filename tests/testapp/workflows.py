@@ -7,7 +7,10 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
-from tests.testapp import txsteps  # noqa: F401 - registers the transactional step workflows
+from tests.testapp import (
+    effects,  # noqa: F401 - registers the workflows with effects
+    txsteps,  # noqa: F401 - registers the transactional step workflows
+)
 from tests.testapp.models import Marker
 
 

@@ -76,6 +76,9 @@ class MemoryTables:
 
     executions: dict[str, MemoryExecution] = field(default_factory=dict)
     steps: dict[str, dict[str, StepRecordData]] = field(default_factory=dict)
+    # Effects by id, and their watches: effect id -> {(execution id, step key): since}.
+    effects: dict[str, Any] = field(default_factory=dict)
+    effect_watches: dict[str, dict[tuple[str, str], datetime]] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

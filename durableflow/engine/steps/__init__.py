@@ -6,6 +6,7 @@ from the journal: see ``durableflow.engine.context``.
 
 from __future__ import annotations
 
+from durableflow.engine.steps.effects import EffectSteps
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.timers import TimerSteps
 from durableflow.engine.steps.transactions import TransactionSteps
@@ -13,5 +14,5 @@ from durableflow.engine.steps.transactions import TransactionSteps
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps, TransactionSteps):
+class StepAPI(RunSteps, TimerSteps, TransactionSteps, EffectSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
