@@ -15,13 +15,17 @@ import sys
 import uuid
 from collections import Counter
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from durableflow import exceptions, values
 from durableflow.engine.journal import Journal
 from durableflow.engine.records import Claim, LeaseLost, StepConflict, StepRecordData, Suspend
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import StepStatus
+
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
+    from durableflow.registry import Registry
 
 __all__ = ["Context", "Suspend", "MAX_KEY_LENGTH", "iso", "parse_iso"]
 
@@ -39,7 +43,7 @@ def parse_iso(text: str) -> datetime:
 class Context:
     """What a workflow function receives as ``ctx``."""
 
-    def __init__(self, claim: Claim, journal: Journal, settings: EngineSettings):
+    def __init__(self, claim: Claim, journal: Journal, settings: EngineSettings, registry: Registry | None = None):
         self.execution_id = claim.execution_id
         self.workflow = claim.workflow
         self.params = claim.params
@@ -54,6 +58,7 @@ class Context:
         self.step = StepAPI(self)
         self._journal = journal
         self._settings = settings
+        self._registry = registry
         self._records = claim.records
         self._seen: set[str] = set()
         self._sites: Counter[tuple[str, int]] = Counter()
@@ -84,6 +89,12 @@ class Context:
         return uuid.UUID(int=self._rng.getrandbits(128), version=4)
 
     # Engine internals (used by StepAPI) ----------------------------------------------
+
+    def _engine(self) -> Engine:
+        """The verbs on this delivery's storage (for steps whose work is a verb: stores...)."""
+        from durableflow.engine.verbs import Engine
+
+        return Engine(self._journal.storage, self._registry, self._settings)
 
     def _latch(self, interrupt: BaseException) -> BaseException:
         if self.interrupt is None:

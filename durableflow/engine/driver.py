@@ -82,7 +82,7 @@ def _replay(claim: Claim, journal: Journal, registry: Registry, settings: Engine
                 "version until it drains, or use ctx.patched() to change a running workflow safely.",
             ),
         )
-    ctx = Context(claim, journal, settings)
+    ctx = Context(claim, journal, settings, registry)
     try:
         result, error = definition.fn(ctx, claim.params), None
     except BaseException as exc:  # noqa: BLE001 - sorted below; the latch decides first

@@ -4,5 +4,6 @@ The database is the source of truth: a Celery message only says "look at executi
 """
 
 from durableflow.models.executions import Execution, StepRecord
+from durableflow.models.stores import Store, StoreLedger, StoreWaiter
 
-__all__ = ["Execution", "StepRecord"]
+__all__ = ["Execution", "StepRecord", "Store", "StoreLedger", "StoreWaiter"]

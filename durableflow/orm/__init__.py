@@ -7,9 +7,10 @@
 from __future__ import annotations
 
 from durableflow.orm.core import OrmCore, db_alias
+from durableflow.orm.stores import OrmStores
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmCore):
+class OrmStorage(OrmStores, OrmCore):
     """The storage protocol on the models, on the alias the project's routers choose."""

@@ -8,9 +8,10 @@ engine's, the same the workers run on the ORM storage.
 from __future__ import annotations
 
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
+from durableflow.engine.memory.stores import MemoryStores
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "InMemoryStorage"]
 
 
-class InMemoryStorage(MemoryCore):
+class InMemoryStorage(MemoryStores, MemoryCore):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

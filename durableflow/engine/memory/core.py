@@ -76,6 +76,10 @@ class MemoryTables:
 
     executions: dict[str, MemoryExecution] = field(default_factory=dict)
     steps: dict[str, dict[str, StepRecordData]] = field(default_factory=dict)
+    # Stores (durableflow.engine.memory.stores): by (name, store_id), and by (execution_id, key).
+    stores: dict[tuple[str, str], Any] = field(default_factory=dict)
+    store_ledger: dict[tuple[str, str], Any] = field(default_factory=dict)
+    store_waiters: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -7,10 +7,11 @@ from the journal: see ``durableflow.engine.context``.
 from __future__ import annotations
 
 from durableflow.engine.steps.run import RunSteps
+from durableflow.engine.steps.stores import StoreSteps
 from durableflow.engine.steps.timers import TimerSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps):
+class StepAPI(RunSteps, TimerSteps, StoreSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
