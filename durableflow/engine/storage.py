@@ -51,7 +51,7 @@ The sweep
                                          runnable executions nobody is on (lease free or expired) whose last
                                          wake-up is older than ``redeliver_after`` seconds: (id, queue)
 
-Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``)
+Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
     ``get_store(name, store_id)``        the store, or None
     ``lock_store(name, store_id)``       the same, locked until the transaction ends (a row lock where the
                                          database has them; SQLite's IMMEDIATE transactions serialise writers)
@@ -62,10 +62,10 @@ Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.s
                                          a count
     ``delete_store(name, store_id, *, instance_id, version)``
                                          the same, deleting it
-    ``lock_lease(execution_id, token)``  whether ``token`` holds the lease; if it does, a claim of the execution
-                                         waits until the current transaction ends
     ``get_applied(execution_id, key)``   the ledger entry of a step that changed a store (``.outcome``), or None
-    ``record_applied(fields)``           insert a ledger entry; False if that (execution_id, key) has one already
+    ``record_applied(fields, *, token)`` insert a ledger entry, fenced: only while ``token`` holds the lease
+                                         of ``fields["execution_id"]`` and the step has no entry yet; whether
+                                         it was inserted
     ``store_waiters(name, store_id)``    the store's waiters not woken yet (``.id``, ``.execution_id``, ``.key``,
                                          ``.instance_id``, ``.version``, ``.reads``)
     ``put_store_waiter(fields)``         insert the waiter of (execution_id, key), replacing any earlier one
@@ -166,9 +166,8 @@ class Storage(Protocol):
         self, name: str, store_id: str, fields: dict[str, Any], *, instance_id: str, version: int
     ) -> int: ...
     def delete_store(self, name: str, store_id: str, *, instance_id: str, version: int) -> int: ...
-    def lock_lease(self, execution_id: str, token: str) -> bool: ...
     def get_applied(self, execution_id: str, key: str) -> Any | None: ...
-    def record_applied(self, fields: dict[str, Any]) -> bool: ...
+    def record_applied(self, fields: dict[str, Any], *, token: str) -> bool: ...
     def store_waiters(self, name: str, store_id: str) -> list[Any]: ...
     def put_store_waiter(self, fields: dict[str, Any]) -> None: ...
     def delete_store_waiter(self, execution_id: str, key: str) -> int: ...

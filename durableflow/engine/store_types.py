@@ -165,12 +165,17 @@ class StoreResult:
 
 @dataclass(frozen=True)
 class StepRef:
-    """The step of a delivery that applies a change: its ledger key and its lease."""
+    """The step of a delivery that applies a change: its ledger key and its lease.
+
+    ``first_try``: the first delivery reaches the step and nothing is recorded for it, so no
+    earlier delivery can have left a ledger entry or a waiter for it (their reads are skipped).
+    """
 
     execution_id: str
     key: str
     token: str
     kind: str
+    first_try: bool = False
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ and ``durableflow.stores`` (views, the admin, the API) both call these methods.
 
 Concurrency. A change runs in one transaction that locks the store row, computes the new
 state from the locked one, writes it with a compare-and-set on (instance id, version), wakes
-the waiters it concerns and, for a workflow step, records a ledger entry and checks the lease
-under a lock that keeps a competing claim out until the commit. So two workers changing one
-store take turns, a zombie delivery changes nothing, and a step that replays after its change
-committed (but before its journal record) returns the ledger's outcome instead of changing
-the store again. A compare-and-set that matches nothing (a database without row locks under
+the waiters it concerns and, for a workflow step, inserts a ledger entry fenced by the step's
+lease (one statement: only while the lease is the delivery's, once per (execution, key)). So
+two workers changing one store take turns, a zombie delivery's change rolls back, and a step
+that replays after its change committed (but before its journal record) returns the ledger's
+outcome instead of changing the store again. A compare-and-set that matches nothing (a database without row locks under
 a writer that does not serialise) rolls back and runs again.
 
 Waiters are registered under the same row lock as changes, from the state their selector
@@ -149,7 +149,7 @@ class Stores:
         for _ in range(_ATTEMPTS):
             try:
                 with storage.atomic():
-                    if claim is not None:
+                    if claim is not None and not step.first_try:
                         applied = storage.get_applied(step.execution_id, step.key)
                         if applied is not None:
                             return _watched(applied.outcome)
@@ -157,19 +157,10 @@ class Stores:
                     reads = tracking.Reads()
                     selected = self._selected(selector, row.state, reads)
                     if not selected:
-                        storage.put_store_waiter(
-                            {
-                                "execution_id": step.execution_id,
-                                "key": step.key,
-                                "name": definition.name,
-                                "store_id": store_id,
-                                "instance_id": row.instance_id,
-                                "version": row.version,
-                                "reads": reads.as_list(),
-                            }
-                        )
+                        self._register(definition, store_id, row, step, reads)
                         return Watched(False, None, row.version, row.instance_id)
-                    storage.delete_store_waiter(step.execution_id, step.key)
+                    if not step.first_try:
+                        storage.delete_store_waiter(step.execution_id, step.key)
                     if claim is None:
                         return Watched(True, selected, row.version, row.instance_id)
                     state = self._updated(definition, lambda draft: claim(draft, selected), row.state, role="claim")
@@ -254,7 +245,7 @@ class Stores:
         for _ in range(_ATTEMPTS):
             try:
                 with storage.atomic():
-                    if step is not None:
+                    if step is not None and not step.first_try:
                         applied = storage.get_applied(step.execution_id, step.key)
                         if applied is not None:
                             return applied.outcome
@@ -273,6 +264,29 @@ class Stores:
                 continue
         raise _gave_up(definition, store_id)
 
+    def _register(
+        self: Engine, definition: StoreDefinition, store_id: str, row: Any, step: StepRef, reads: tracking.Reads
+    ) -> None:
+        """Store the step's waiter: the paths its selector read and the version it saw."""
+        storage = self.storage
+        storage.put_store_waiter(
+            {
+                "execution_id": step.execution_id,
+                "key": step.key,
+                "name": definition.name,
+                "store_id": store_id,
+                "instance_id": row.instance_id,
+                "version": row.version,
+                "reads": reads.as_list(),
+            }
+        )
+        if not row.has_waiters:
+            marked = storage.write_store(
+                definition.name, store_id, {"has_waiters": True}, instance_id=row.instance_id, version=row.version
+            )
+            if not marked:
+                raise _Moved()
+
     def _write(
         self: Engine,
         definition: StoreDefinition,
@@ -282,24 +296,31 @@ class Stores:
         step: StepRef | None,
         outcome: dict[str, Any],
     ) -> None:
-        """Write the locked ``row``'s new state (or delete it), its ledger entry, and wake its waiters."""
+        """Write the locked ``row``'s new state (or delete it) with its ledger entry; wake its waiters.
+
+        The ledger entry is inserted last and fenced by the step's lease: a delivery that lost
+        it rolls the whole change back (``LeaseLost``).
+        """
         storage, name = self.storage, definition.name
-        if step is not None and not storage.lock_lease(step.execution_id, step.token):
-            raise LeaseLost(step.execution_id)  # a zombie delivery: change nothing
+        waiters = storage.store_waiters(name, store_id) if row.has_waiters else []
+        woken = [
+            waiter
+            for waiter in waiters
+            if state is _DELETE
+            or waiter.instance_id != row.instance_id
+            or tracking.touched(row.state, state, waiter.reads)
+        ]
         if state is _DELETE:
             written = storage.delete_store(name, store_id, instance_id=row.instance_id, version=row.version)
         else:
-            written = storage.write_store(
-                name,
-                store_id,
-                {"state": state, "version": row.version + 1, "updated_at": NOW},
-                instance_id=row.instance_id,
-                version=row.version,
-            )
+            fields = {"state": state, "version": row.version + 1, "updated_at": NOW}
+            if row.has_waiters:
+                fields["has_waiters"] = len(woken) < len(waiters)
+            written = storage.write_store(name, store_id, fields, instance_id=row.instance_id, version=row.version)
         if not written:
             raise _Moved()
-        if step is not None and not storage.record_applied(
-            {
+        if step is not None:
+            entry = {
                 "execution_id": step.execution_id,
                 "key": step.key,
                 "kind": step.kind,
@@ -309,20 +330,10 @@ class Stores:
                 "version": outcome["version"],
                 "outcome": outcome,
             }
-        ):
-            raise _Moved()  # another delivery applied this step: read its outcome
-        self._wake_store_waiters(name, store_id, row, state)
-
-    def _wake_store_waiters(self: Engine, name: str, store_id: str, row: Any, state: Any) -> None:
-        """Wake the waiters whose reads differ between ``row.state`` and ``state``."""
-        storage = self.storage
-        woken = [
-            waiter
-            for waiter in storage.store_waiters(name, store_id)
-            if state is _DELETE
-            or waiter.instance_id != row.instance_id
-            or tracking.touched(row.state, state, waiter.reads)
-        ]
+            if not storage.record_applied(entry, token=step.token):
+                if not storage.holds_lease(step.execution_id, step.token):
+                    raise LeaseLost(step.execution_id)  # a zombie delivery: its change rolls back
+                raise _Moved()  # another delivery of this step applied it: read its outcome
         if woken:
             storage.wake_store_waiters([waiter.id for waiter in woken])
             self.wake(sorted({waiter.execution_id for waiter in woken}))

@@ -27,6 +27,9 @@ class Store(models.Model):
     instance_id = models.CharField(max_length=32)
     version = models.PositiveBigIntegerField(default=0)
     state = models.JSONField(null=True, blank=True)
+    # Set when a waiter registers, cleared by a change that leaves none unwoken: a change of a
+    # store nobody waits for does not look for waiters. Only ever True too often, never False.
+    has_waiters = models.BooleanField(default=False)
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 

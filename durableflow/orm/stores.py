@@ -10,9 +10,10 @@ change happen once, whoever races to apply it.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable
 
-from durableflow.models import Store, StoreLedger, StoreWaiter
+from durableflow.models import Execution, Store, StoreLedger, StoreWaiter
 
 __all__ = ["OrmStores"]
 
@@ -50,26 +51,17 @@ class OrmStores:
         rows = self._stores().filter(name=name, store_id=store_id, instance_id=instance_id, version=version)
         return rows.delete()[0]
 
-    def lock_lease(self, execution_id: str, token: str) -> bool:
-        # FOR NO KEY UPDATE: a claim (an UPDATE of this row) waits until the store change
-        # commits, so a change this delivery makes is made while it holds the lease.
-        rows = self._executions().filter(pk=execution_id, lease_token=token).order_by()
-        return bool(list(rows.select_for_update(no_key=True).values_list("pk", flat=True)))
-
     def get_applied(self, execution_id: str, key: str) -> StoreLedger | None:
         return StoreLedger.objects.using(self.alias).filter(execution_id=execution_id, key=key).first()
 
-    def record_applied(self, fields: dict[str, Any]) -> bool:
-        ledger = StoreLedger.objects.using(self.alias)
-        ledger.bulk_create([StoreLedger(**fields)], ignore_conflicts=True)
-        # Ours if the entry names the version this change produced: the compare-and-set on the
-        # store lets exactly one change produce each version of an instance.
-        return ledger.filter(
-            execution_id=fields["execution_id"],
-            key=fields["key"],
-            instance_id=fields["instance_id"],
-            version=fields["version"],
-        ).exists()
+    def record_applied(self, fields: dict[str, Any], *, token: str) -> bool:
+        # One statement fences and records: inserted only while the lease is the step's, and
+        # once per (execution, key). Run in the store's transaction, so a zombie's change rolls back.
+        sql = _ledger_insert(self.connection)
+        params = {**fields, "outcome": json.dumps(fields["outcome"], separators=(",", ":")), "token": token}
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount == 1
 
     def store_waiters(self, name: str, store_id: str) -> list[StoreWaiter]:
         return list(self._waiters().filter(name=name, store_id=store_id, woken_at__isnull=True).order_by("id"))
@@ -99,3 +91,35 @@ class OrmStores:
         rows = self._waiters().filter(woken_at__isnull=False, execution__status__in=list(statuses))
         ids = list(rows.values_list("pk", flat=True)[:_IN_BATCH])
         return self._waiters().filter(pk__in=ids).delete()[0] if ids else 0
+
+
+_LEDGER_FIELDS = ("execution_id", "key", "kind", "name", "store_id", "instance_id", "version", "outcome")
+
+
+_statements: dict[tuple[str, str], str] = {}
+
+
+def _ledger_insert(connection) -> str:
+    """The fenced ledger INSERT for ``connection``'s vendor (built once per vendor and table)."""
+    key = (connection.vendor, StoreLedger._meta.db_table)
+    if key not in _statements:
+        _statements[key] = _ledger_statement(connection.vendor, connection.ops.quote_name)
+    return _statements[key]
+
+
+def _ledger_statement(vendor: str, qn) -> str:
+    text, casts = ("::text", {"version": "::bigint", "outcome": "::jsonb"}) if vendor == "postgresql" else ("", {})
+
+    def lc(name: str) -> str:  # a StoreLedger column
+        return qn(StoreLedger._meta.get_field(name).column)
+
+    def ec(name: str) -> str:  # an Execution column
+        return qn(Execution._meta.get_field(name).column)
+
+    values = ", ".join(f"%({name})s{casts.get(name, text)}" for name in _LEDGER_FIELDS)
+    return (
+        f"INSERT INTO {qn(StoreLedger._meta.db_table)} ({', '.join(lc(name) for name in _LEDGER_FIELDS)}) "
+        f"SELECT {values} WHERE EXISTS (SELECT 1 FROM {qn(Execution._meta.db_table)} "
+        f"WHERE {ec('id')} = %(execution_id)s{text} AND {ec('lease_token')} = %(token)s{text}) "
+        f"ON CONFLICT ({lc('execution_id')}, {lc('key')}) DO NOTHING"
+    )

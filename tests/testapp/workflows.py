@@ -7,6 +7,7 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
+from tests.testapp import stores  # noqa: F401 - store workflows (and their crash hook)
 from tests.testapp.models import Marker
 
 

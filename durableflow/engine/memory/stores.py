@@ -22,6 +22,7 @@ class MemoryStore:
     instance_id: str
     version: int = 0
     state: Any = None
+    has_waiters: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -96,17 +97,14 @@ class MemoryStores:
             del self.tables.stores[(name, store_id)]
             return 1
 
-    def lock_lease(self, execution_id: str, token: str) -> bool:
-        return self.holds_lease(execution_id, token)
-
     def get_applied(self, execution_id: str, key: str) -> MemoryLedgerEntry | None:
         with self.lock:
             return copy.deepcopy(self.tables.store_ledger.get((execution_id, key)))
 
-    def record_applied(self, fields: dict[str, Any]) -> bool:
+    def record_applied(self, fields: dict[str, Any], *, token: str) -> bool:
         with self.lock:
             key = (fields["execution_id"], fields["key"])
-            if key in self.tables.store_ledger:
+            if key in self.tables.store_ledger or not self.holds_lease(fields["execution_id"], token):
                 return False
             entry = MemoryLedgerEntry(**{name: self._value(value) for name, value in fields.items()})
             entry.applied_at = self.clock()

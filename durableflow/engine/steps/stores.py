@@ -136,7 +136,8 @@ class StoreHandle(StepBase):
         ctx = self._ctx
         ctx._go_live()
         started = ctx._journal.now()
-        step = StepRef(ctx.execution_id, key, ctx._journal.token, kind)
+        first_try = record is None and ctx.delivery == 1
+        step = StepRef(ctx.execution_id, key, ctx._journal.token, kind, first_try)
         ctx._in_step = key  # a callback that calls a step is refused (NESTED_STEP)
         try:
             return started, call(ctx._engine(), step)
