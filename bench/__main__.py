@@ -176,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(result, indent=1))
     (out_dir / "latest.json").write_text(json.dumps(result, indent=1))
     print(f"results: {path}")
-    if peer is not None:
+    if peer is None:
+        # matplotlib lives in the peer's virtualenv, not in the project's.
+        print("chart: skipped (--no-peer: the chart is drawn with the peer's virtualenv)")
+    else:
         chart = out_dir / "chart.png"
         subprocess.run([peer, str(ROOT / "bench" / "chart.py"), str(path), str(chart)], check=True)
         print(f"chart: {chart}")

@@ -42,6 +42,7 @@ def engine_settings() -> EngineSettings:
         default_queue=df_settings.DEFAULT_QUEUE,
         lease_seconds=df_settings.LEASE_SECONDS,
         sweep_batch_size=df_settings.SWEEP_BATCH_SIZE,
+        on_thread_exit=connections.close_all,
     )
 
 

@@ -6,8 +6,10 @@ Registered under the names in ``durableflow.dispatch``, which is what everything
 from __future__ import annotations
 
 from celery import shared_task
+from celery.signals import worker_process_shutdown, worker_shutdown
 
 from durableflow import dispatch, operations
+from durableflow.leases import keeper
 
 
 # acks_late + reject_on_worker_lost: a message whose worker died is handed out again where
@@ -20,3 +22,10 @@ def deliver(execution_id: str) -> str:
 @shared_task(name=dispatch.SWEEP, ignore_result=True)
 def sweep() -> dict[str, int]:
     return operations.sweep()
+
+
+@worker_process_shutdown.connect(weak=False)  # prefork pool processes
+@worker_shutdown.connect(weak=False)  # solo and threads pools: the heartbeat runs in the main process
+def _stop_heartbeat(**kwargs) -> None:
+    """A warm shutdown never waits for the heartbeat: stop it (leases still held simply lapse)."""
+    keeper.stop(timeout=1.0)

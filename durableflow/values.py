@@ -15,6 +15,8 @@ and a refusal never reaches the database:
 - nesting deeper than ``MAX_DEPTH`` (``json.dumps`` and the databases' parsers recurse);
 - integers outside the signed 64-bit range (JSON readers that use doubles, and SQLite's
   JSON functions, do not keep them exactly);
+- floats of magnitude 1e16 or more (written with an exponent, PostgreSQL's ``jsonb`` keeps
+  them as exact decimals and gives them back as integers: ``1e300`` becomes ``10**300``);
 - NaN and the infinities, and anything that is not JSON data.
 """
 
@@ -29,10 +31,20 @@ from typing import Any
 
 from durableflow import exceptions
 
-__all__ = ["encode", "decode", "roundtrip", "invalid_reason", "encode_error", "decode_error", "MAX_DEPTH"]
+__all__ = [
+    "encode",
+    "decode",
+    "roundtrip",
+    "invalid_reason",
+    "text_fault",
+    "encode_error",
+    "decode_error",
+    "MAX_DEPTH",
+]
 
 MAX_DEPTH = 512
 _MIN_INT, _MAX_INT = -(2**63), 2**63 - 1
+_MAX_FLOAT = 1e16  # from here on repr() writes an exponent, and jsonb reads it back as an integer
 
 
 def invalid_reason(value: Any) -> str | None:
@@ -63,6 +75,11 @@ def _first_fault(value: Any) -> tuple[str, str] | None:
             elif kind is float:
                 if not isfinite(item):
                     return _pointer(path, key), f"{item!r} is not a finite number"
+                if not -_MAX_FLOAT < item < _MAX_FLOAT:
+                    return _pointer(path, key), (
+                        f"{item!r}: floats of magnitude 1e16 or more come back from PostgreSQL as "
+                        "integers (send them as strings, or as integers within 64 bits)"
+                    )
             elif kind is dict or kind is list:
                 if len(path) >= MAX_DEPTH:
                     return _pointer(path, key), f"nesting deeper than {MAX_DEPTH} levels"
@@ -81,6 +98,13 @@ def _first_fault(value: Any) -> tuple[str, str] | None:
             stack.pop()
             if path:
                 path.pop()
+    return None
+
+
+def text_fault(text: str) -> str | None:
+    """Why ``text`` (an id, a key) cannot be stored, or None: NUL and lone surrogates."""
+    if "\x00" in text or not text.isascii() and _surrogate_at(text) is not None:
+        return _string_fault("it", text)
     return None
 
 

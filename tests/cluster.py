@@ -35,12 +35,12 @@ def wait_for(predicate: Callable[[], object], *, timeout: float = 60, interval: 
 
 
 class Process:
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path):
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_dir: Path, *, cwd: Path = ROOT):
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "ab")
         self.popen = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     @property
@@ -128,11 +128,17 @@ class Cluster:
             ],
         )
         # ``ready``: a line the worker prints once it consumes (Celery's own is logged at INFO).
-        wait_for(
-            lambda: ready in process.log() or not process.alive(), timeout=60, what=f"worker {process.name} to start"
-        )
-        if not process.alive():
-            raise RuntimeError(f"worker {process.name} died at start:\n{process.log()}")
+        try:
+            wait_for(
+                lambda: ready in process.log() or not process.alive(),
+                timeout=60,
+                what=f"worker {process.name} to start",
+            )
+            if not process.alive():
+                raise RuntimeError(f"worker {process.name} died at start:\n{process.log()}")
+        except BaseException:
+            self.stop(process)  # the caller never gets it, so it could not stop it
+            raise
         return process
 
     def beat(self, loglevel: str = "info") -> Process:
@@ -150,7 +156,11 @@ class Cluster:
             ],
         )
 
+    def stop(self, process: Process) -> None:
+        process.stop()
+        if process in self.processes:
+            self.processes.remove(process)
+
     def stop_all(self) -> None:
-        for process in self.processes:
-            process.stop()
-        self.processes.clear()
+        while self.processes:
+            self.stop(self.processes[-1])

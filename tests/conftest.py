@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.cluster import ROOT, Cluster, wait_for
+from tests.cluster import ROOT, Cluster, Process, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +46,7 @@ def no_lease_left_held():
     from durableflow.leases import keeper
 
     yield
-    held = sorted(lease.execution_id for lease in keeper._leases)
+    held = sorted(lease.execution_id for lease in keeper.held())
     assert not held, f"leases still held by this process after the test: {held}"
 
 
@@ -105,3 +105,28 @@ def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
         yield cluster
     finally:
         cluster.stop_all()
+
+
+class Workers:
+    """Starts workers on the session cluster for one test, and stops them after it."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.started: list[Process] = []
+
+    def __call__(self, queues: str, **options) -> Process:
+        process = self.cluster.worker(queues, **options)
+        self.started.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        while self.started:
+            self.cluster.stop(self.started.pop())
+
+
+@pytest.fixture
+def workers(cluster):
+    """``workers(queue, concurrency=1)`` starts a worker; teardown stops it, even on failure."""
+    started = Workers(cluster)
+    yield started
+    started.stop_all()

@@ -117,7 +117,7 @@ def duplicate_key_wf(ctx, params):
 @durableflow.workflow("contract.bad-keys")
 def bad_keys_wf(ctx, params):
     codes = []
-    for key in ("", "$reserved", "k" * 256):
+    for key in ("", "$reserved", "k" * 256, "nul\x00", "lone\ud800"):
         try:
             ctx.step.run(key, lambda: 1)
         except WorkflowValueError as exc:
@@ -128,7 +128,7 @@ def bad_keys_wf(ctx, params):
 def test_invalid_step_keys_are_refused(backend):
     execution_id = backend.start("contract.bad-keys")
     backend.deliver(execution_id)
-    assert backend.get(execution_id).result == ["INVALID_STEP_KEY"] * 3
+    assert backend.get(execution_id).result == ["INVALID_STEP_KEY"] * 5
     assert backend.records(execution_id) == []
 
 
@@ -553,6 +553,7 @@ def test_an_idempotency_key_returns_the_first_execution(backend):
         ("contract.replay", {"x": float("inf")}, "INVALID_PARAMS"),
         ("contract.replay", {1: "int key"}, "INVALID_PARAMS"),
         ("contract.replay", {"when": object()}, "INVALID_PARAMS"),
+        ("contract.replay", {"big": 1e300}, "INVALID_PARAMS"),
     ],
 )
 def test_invalid_starts_are_refused(backend, workflow, params, code):
@@ -643,3 +644,18 @@ def test_wake_moves_only_waiting_executions(backend):
 
     assert woken == [waiting]
     assert [backend.get(pk).status for pk in (waiting, pending, finished)] == ["pending", "pending", "completed"]
+
+
+@pytest.mark.parametrize("option", ["execution_id", "idempotency_key"])
+@pytest.mark.parametrize("bad", ["id\x00x", "k\ud800"])
+def test_ids_with_nul_or_lone_surrogates_are_refused_at_start(backend, option, bad):
+    with pytest.raises(durableflow.WorkflowStartError) as caught:
+        backend.start("contract.replay", {}, **{option: bad})
+    assert caught.value.code == "INVALID_PARAMS"
+    assert option in caught.value.message
+
+
+def test_a_refused_params_value_carries_its_path(backend):
+    with pytest.raises(durableflow.WorkflowStartError) as caught:
+        backend.start("contract.replay", {"a": [1, float("nan")]})
+    assert caught.value.detail["path"] == "/a/1"

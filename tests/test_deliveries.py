@@ -98,9 +98,9 @@ def test_sleep_wakes_no_earlier_than_due_and_within_one_sweep(cluster, live_db):
     assert (timer.kind, timer.status) == ("sleep", "completed")
 
 
-def test_retryable_error_waits_durably_without_holding_a_worker(cluster, live_db):
+def test_retryable_error_waits_durably_without_holding_a_worker(workers, live_db):
     queue = uid("retry")
-    worker = cluster.worker(queue, concurrency=1)
+    workers(queue, concurrency=1)
     tag = uid("flaky")
     flaky = durableflow.start("t.retry", {"tag": tag, "failures": 2, "interval": 5}, queue=queue)
 
@@ -118,4 +118,3 @@ def test_retryable_error_waits_durably_without_holding_a_worker(cluster, live_db
     (record,) = steps_of(flaky.id)
     assert (record.status, record.attempts) == ("completed", 3)
     assert Marker.count(f"{tag}:attempt") == 3
-    worker.stop()

@@ -18,7 +18,7 @@ import pytest
 
 import durableflow
 from durableflow import WorkflowStartError, WorkflowValueError, operations
-from durableflow.engine.journal import TERMINAL
+from durableflow.engine.states import TERMINAL
 from durableflow.testing import WorkflowTester
 
 QUEUE = "hostile-values"  # no worker consumes it: deliveries run in this process
@@ -45,6 +45,9 @@ CASES: dict[str, tuple[Callable[[], Any], Any]] = {
     "2**70": (lambda: {"n": 2**70}, ("INVALID_STEP_VALUE", "/n")),
     "-2**63-1": (lambda: {"n": [-(2**63) - 1]}, ("INVALID_STEP_VALUE", "/n/0")),
     "2**63-1 and -2**63": (lambda: {"max": 2**63 - 1, "min": -(2**63)}, ACCEPTED),
+    "1e300": (lambda: {"f": [1.5, 1e300]}, ("INVALID_STEP_VALUE", "/f/1")),
+    "-1e16": (lambda: {"f": -1e16}, ("INVALID_STEP_VALUE", "/f")),
+    "floats below 1e16 and tiny ones": (lambda: {"f": [9999999999999998.0, 1e-300, -2.5e-7, 0.1]}, ACCEPTED),
     "NaN": (lambda: {"x": math.nan}, ("INVALID_STEP_VALUE", "/x")),
     "Infinity": (lambda: {"x": [math.inf]}, ("INVALID_STEP_VALUE", "/x/0")),
     "-Infinity": (lambda: [-math.inf], ("INVALID_STEP_VALUE", "/0")),
@@ -53,15 +56,7 @@ CASES: dict[str, tuple[Callable[[], Any], Any]] = {
 }
 
 
-# The in-memory backend copies values with copy.deepcopy, which recurses twice per level and
-# so fails past ~490 levels, below the codec's limit; the databases store 512 levels.
-# Strict: this fails as soon as durableflow/engine/memory.py copies without recursing.
-_MEMORY_TOO_SHALLOW = pytest.mark.xfail(
-    strict=True,
-    raises=(durableflow.ExecutionFailed, RecursionError),
-    reason="the in-memory backend's copy.deepcopy raises RecursionError on 512 levels",
-)
-CASE_NAMES = [pytest.param(name, marks=_MEMORY_TOO_SHALLOW) if name == "nested 512 deep" else name for name in CASES]
+CASE_NAMES = list(CASES)
 
 
 @durableflow.workflow("hostile.echo")
@@ -90,6 +85,7 @@ def _build(case: str) -> Any:
 
 def _start_refusal(exc: WorkflowStartError) -> tuple[str, str | None, str]:
     pointer = re.match(r"params: not a durable value at (\S+): ", exc.message)
+    assert exc.detail.get("path") == (pointer and pointer.group(1))  # also as data, for the API
     return exc.code, pointer and pointer.group(1), exc.message
 
 
@@ -97,7 +93,7 @@ def _start_in_memory(tester: WorkflowTester, params: Any) -> Any:
     try:
         execution = tester.start("hostile.echo", params)
     except WorkflowStartError as exc:
-        assert tester.executions == {}
+        assert tester.storage.tables.executions == {}
         return _start_refusal(exc)
     assert tester.get(execution.id).params == params
     assert tester.run_until_finished(execution.id) == params

@@ -115,6 +115,9 @@ class Context:
                 raise exceptions.WorkflowValueError(
                     "INVALID_STEP_KEY", f"step key {key[:40]!r}...: at most {MAX_KEY_LENGTH} characters"
                 )
+            fault = values.text_fault(key)
+            if fault is not None:
+                raise exceptions.WorkflowValueError("INVALID_STEP_KEY", f"step key {key[:40]!r}: {fault}")
             return key, args[1:]
         frame = sys._getframe(depth)
         site = (frame.f_globals.get("__name__", "?"), frame.f_lineno)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from durableflow.options import Retry
 
@@ -16,3 +17,6 @@ class EngineSettings:
     default_queue: str = "durableflow"
     lease_seconds: float = 60
     sweep_batch_size: int = 500
+    # Called at the end of a helper thread that ran a step body with ``timeout=`` off the
+    # main thread (Django's face closes that thread's database connections).
+    on_thread_exit: Callable[[], None] | None = None

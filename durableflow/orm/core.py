@@ -182,7 +182,7 @@ class OrmCore:
         return ClaimRow(execution, records, db_now)
 
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> Lease:
-        return keeper.hold(execution_id, token, seconds, self.offset)
+        return keeper.hold(execution_id, token, seconds, self.offset, alias=self.alias)
 
     def release_lease(self, handle: Lease) -> None:
         keeper.release(handle)

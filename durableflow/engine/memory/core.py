@@ -12,12 +12,12 @@ halfway leaves nothing behind, as a rolled-back database transaction would.
 from __future__ import annotations
 
 import contextlib
-import copy
 import threading
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
+from durableflow.engine.memory.clone import clone
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import DUE_ONLY, RUNNABLE, ExecutionStatus
 from durableflow.engine.storage import ANY, NOW, ClaimRow
@@ -106,7 +106,7 @@ class MemoryCore:
     @contextlib.contextmanager
     def atomic(self) -> Iterator[None]:
         with self.lock:
-            saved = copy.deepcopy(self.tables)
+            saved = clone(self.tables)
             self._pending.append([])
             try:
                 yield
@@ -132,7 +132,7 @@ class MemoryCore:
         return True
 
     def _value(self, value: Any) -> Any:
-        return self.clock() if value is NOW else copy.deepcopy(value)
+        return self.clock() if value is NOW else clone(value)
 
     # Executions -----------------------------------------------------------------------
 
@@ -148,18 +148,18 @@ class MemoryCore:
             execution = MemoryExecution(**{name: self._value(value) for name, value in values.items()})
             executions[execution.id] = execution
             self.tables.steps[execution.id] = {}
-            return copy.deepcopy(execution)
+            return clone(execution)
 
     def get_execution(self, execution_id: str) -> MemoryExecution | None:
         with self.lock:
             execution = self.tables.executions.get(execution_id)
-            return copy.deepcopy(execution)
+            return clone(execution)
 
     def find_execution(self, workflow: str, idempotency_key: str) -> MemoryExecution | None:
         with self.lock:
             for execution in self.tables.executions.values():
                 if execution.workflow == workflow and execution.idempotency_key == idempotency_key:
-                    return copy.deepcopy(execution)
+                    return clone(execution)
         return None
 
     def update_execution(
@@ -227,11 +227,11 @@ class MemoryCore:
             execution.deliveries += 1
             execution.started_at = execution.started_at or now
             values = {
-                name: copy.deepcopy(getattr(execution, name))
+                name: clone(getattr(execution, name))
                 for name in ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for")
             }
             values["queue"] = execution.queue
-            return ClaimRow(values, copy.deepcopy(self.tables.steps[execution_id]), now)
+            return ClaimRow(values, clone(self.tables.steps[execution_id]), now)
 
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> _Lease:
         # Nothing renews in memory: time moves only when a test moves the clock.
@@ -252,7 +252,7 @@ class MemoryCore:
             steps = self.tables.steps[execution_id]
             if record.key in steps:
                 return False
-            steps[record.key] = copy.deepcopy(record)
+            steps[record.key] = clone(record)
             return True
 
     def update_step(
@@ -278,11 +278,11 @@ class MemoryCore:
 
     def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
         with self.lock:
-            return copy.deepcopy(self.tables.steps.get(execution_id, {}).get(key))
+            return clone(self.tables.steps.get(execution_id, {}).get(key))
 
     def steps(self, execution_id: str) -> list[StepRecordData]:
         with self.lock:
-            return copy.deepcopy(list(self.tables.steps.get(execution_id, {}).values()))
+            return clone(list(self.tables.steps.get(execution_id, {}).values()))
 
     def complete_steps(
         self, pairs: Iterable[tuple[str, str]], values: dict[str, Any], *, kind: str, statuses: Iterable[str]
@@ -305,7 +305,7 @@ class MemoryCore:
                 (e for e in self.tables.executions.values() if e.status in DUE_ONLY and e.wake_at and e.wake_at <= now),
                 key=lambda e: e.wake_at,
             )
-            return [(e.id, e.queue, copy.deepcopy(e.waiting_for)) for e in due[:limit]]
+            return [(e.id, e.queue, clone(e.waiting_for)) for e in due[:limit]]
 
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]:
         now = self.clock()

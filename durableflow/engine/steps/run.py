@@ -44,7 +44,10 @@ class RunSteps(StepBase):
                 return apply_schema(key, schema, record.value, record.meta.get("schema"))
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
-        started, result, error = self._attempt(key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout))
+        exit_hook = ctx._settings.on_thread_exit
+        started, result, error = self._attempt(
+            key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout, on_thread_exit=exit_hook)
+        )
         if error is not None:
             return self._failed_attempt(key, record, attempt, error, retry, started)
         return self._succeeded(key, record, attempt, result, schema, started)
