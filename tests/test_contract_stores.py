@@ -178,7 +178,8 @@ def test_update_from_and_delete_from_compare_the_snapshot_and_return_conflict_as
         2,
     )
     assert result["refused"] == "conflict"
-    assert result["deleted"] == {"status": "deleted", "state": None, "version": 2, "instance_id": result["old_instance"]}
+    deleted = {"status": "deleted", "state": None, "version": 2, "instance_id": result["old_instance"]}
+    assert result["deleted"] == deleted
     assert result["recreated"]["version"] == 0 and result["recreated"]["state"]["n"] == 0
     assert result["recreated"]["instance_id"] != result["old_instance"]
 

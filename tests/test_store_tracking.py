@@ -23,7 +23,10 @@ def reads_of(selector, state=STATE):
     [
         (lambda s: s["ready"], [{"path": ["ready"], "read": "value"}]),
         (lambda s: s.get("missing"), [{"path": ["missing"], "read": "type"}]),
-        (lambda s: "owner" in s["meta"], [{"path": ["meta"], "read": "type"}, {"path": ["meta", "owner"], "read": "type"}]),
+        (
+            lambda s: "owner" in s["meta"],
+            [{"path": ["meta"], "read": "type"}, {"path": ["meta", "owner"], "read": "type"}],
+        ),
         (
             lambda s: s["items"][0]["id"],
             [

@@ -97,7 +97,9 @@ class StoreWaiter(models.Model):
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["execution", "key"], name="durableflow_store_waiter_once")]
         indexes = [
-            models.Index(fields=["name", "store_id"], condition=Q(woken_at__isnull=True), name="durableflow_waiter_store"),
+            models.Index(
+                fields=["name", "store_id"], condition=Q(woken_at__isnull=True), name="durableflow_waiter_store"
+            ),
             models.Index(fields=["woken_at"], condition=Q(woken_at__isnull=False), name="durableflow_waiter_woken"),
         ]
 

@@ -62,7 +62,9 @@ class StoreHandle(StepBase):
         key, rest = self._ctx._key(args)
         (selector,) = _arity("select(key, selector)", rest, 1)
         require_sync(selector, "selector")
-        return self._step(key, "store_select", lambda engine, step: engine.store_select(self.definition, self.id, selector))
+        return self._step(
+            key, "store_select", lambda engine, step: engine.store_select(self.definition, self.id, selector)
+        )
 
     # Changes -----------------------------------------------------------------------------
 
@@ -75,7 +77,9 @@ class StoreHandle(StepBase):
         )
         return StoreResult.from_value(value)
 
-    def update_from(self, key: str, snapshot: StoreSnapshot | StoreResult, updater: Callable[[Any], Any]) -> StoreResult:
+    def update_from(
+        self, key: str, snapshot: StoreSnapshot | StoreResult, updater: Callable[[Any], Any]
+    ) -> StoreResult:
         """``update`` only if the store is still at ``snapshot``'s version: else ``status == "conflict"``."""
         key = self._explicit(key, "update_from(key, snapshot, updater)")
         require_sync(updater, "updater")
@@ -198,5 +202,6 @@ def _expected(snapshot: Any) -> tuple[str, int]:
         return snapshot.instance_id, snapshot.version
     except AttributeError:
         raise TypeError(
-            f"a store snapshot (from get(), or the result of update/update_from) is needed, not {type(snapshot).__name__}"
+            "a store snapshot (from get(), or the result of update/update_from) is needed, "
+            f"not {type(snapshot).__name__}"
         ) from None
