@@ -210,3 +210,20 @@ def test_a_waiter_on_a_list_wakes_when_its_length_changes(backend):
     assert backend.get(execution_id).status == "waiting"
     backend.engine.store_update(Board, "list", lambda draft: draft["items"].append({"job": 1}))
     assert backend.run(execution_id).result == {"job": 1}
+
+
+@durableflow.workflow("cw.keyless")
+def keyless_wf(ctx, params):
+    board = ctx.step.store(Board, id=params["id"])
+    before = board.get()
+    ready = board.when(lambda state: state["ready"])
+    return {"version": before.version, "ready": ready}
+
+
+def test_get_and_when_take_their_key_from_the_call_site(backend):
+    execution_id = backend.start("cw.keyless", {"id": "keyless"})
+    backend.deliver(execution_id)
+    backend.engine.store_update(Board, "keyless", set_key("ready", "now"))
+    assert backend.run(execution_id).result == {"version": 0, "ready": "now"}
+    keys = [(r.key.split(":")[0], r.kind) for r in backend.records(execution_id)]
+    assert keys == [(__name__, "store_get"), (__name__, "store_when")]

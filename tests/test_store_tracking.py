@@ -135,3 +135,19 @@ def test_coroutine_functions_are_refused():
     assert "updater" in raised.value.message and "sync" in raised.value.message
     with pytest.raises(TypeError):
         require_sync("not callable", "selector")
+
+
+def test_a_store_name_belongs_to_the_module_that_defined_it():
+    import durableflow
+    from durableflow.engine.store_types import resolve_store
+
+    first = durableflow.define_store("tracking-unique", initial={"n": 0})
+    assert durableflow.define_store("tracking-unique", initial={"n": 1}).initial == {"n": 1}  # redefined here
+    assert resolve_store("tracking-unique").origin == first.origin == __name__
+    with pytest.raises(ValueError, match="already defined in tests.test_store_tracking"):
+        exec("import durableflow; durableflow.define_store('tracking-unique')", {"__name__": "elsewhere"})
+    with pytest.raises(WorkflowValueError) as raised:
+        resolve_store("no-such-store")
+    assert raised.value.code == "UNKNOWN_STORE"
+    with pytest.raises(ValueError):
+        durableflow.define_store("")

@@ -8,6 +8,7 @@ replaces. Plain Python: used by the engine, the storages and the Django face ali
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,6 +41,7 @@ class StoreDefinition:
     name: str
     initial: Any = field(default=None, compare=False)
     schema: Any = field(default=None, compare=False)
+    origin: str = field(default="", compare=False)  # the module that defined it
 
     def initial_state(self) -> Any:
         """The state of a store created now: ``initial()`` if callable, else a copy of it."""
@@ -87,10 +89,15 @@ def define_store(name: str, initial: Any = None, schema: Any = None) -> StoreDef
     """
     if not isinstance(name, str) or not name or len(name) > 200:
         raise ValueError("a store name is a non-empty string of at most 200 characters")
-    definition = StoreDefinition(name=name, initial=initial, schema=schema)
+    origin = sys._getframe(1).f_globals.get("__name__", "?")
+    definition = StoreDefinition(name=name, initial=initial, schema=schema, origin=origin)
     if schema is not None:
         definition._adapter  # noqa: B018 - a schema pydantic cannot use fails here, at definition time
     with _lock:
+        existing = _definitions.get(name)
+        # Re-importing the same module (autoreload, tests) defines it again, which is fine.
+        if existing is not None and existing.origin != origin:
+            raise ValueError(f"Store {name!r} is already defined in {existing.origin}; {origin} cannot reuse the name.")
         _definitions[name] = definition
     return definition
 
