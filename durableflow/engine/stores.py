@@ -93,8 +93,9 @@ class Stores:
         """Apply ``updater`` (mutate the draft, or return the new state); the result as a value.
 
         ``expected`` (instance id or None for any, version): a compare-and-set against a
-        snapshot; a store that moved on answers ``{"status": "conflict", ...}`` and is not changed. ``step``: the
-        workflow step that applies it, exactly once (see the module's docstring).
+        snapshot; a store that moved on answers ``{"status": "conflict", ...}`` and is not
+        changed. ``step``: the workflow step that applies it, exactly once (see the module's
+        docstring).
         """
         tracking.require_sync(updater, "updater")
 
