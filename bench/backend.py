@@ -136,10 +136,13 @@ def main() -> None:
 
 def _round(number: int, config: dict[str, Any], inprocess, live) -> dict[str, Any]:
     """One round: every system once; the order of the systems rotates from round to round."""
+    from bench import transactions
+
     sizes = config["sizes"]
     blocks = {
         "durableflow": lambda: {
             "steps": inprocess.step_overhead(sizes["steps"], sizes["step_repeats"], sizes["floor_n"]),
+            "transactions": transactions.step_cost(sizes["steps"], sizes["step_repeats"], sizes["floor_n"]),
             "throughput": live.durableflow_throughput(sizes["throughput_workflows"], sizes["throughput_steps"]),
         },
         "chain": lambda: {

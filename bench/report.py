@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench import transactions
 from bench.stats import median, percentile, spread
 
 
@@ -76,6 +77,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["stores"] = _stores(raw["stores"], median(floor_mean))
     out["timers"] = raw["timers"]
     out["memory"] = raw["memory"]
+    if all("transactions" in r["durableflow"] for r in rounds):
+        out["transactions"] = transactions.summarize([r["durableflow"]["transactions"] for r in rounds])
     if "listing" in raw:
         out["listing"] = _listing(raw["listing"])
     out["targets"] = targets(out)
@@ -226,6 +229,8 @@ def table(summary: dict[str, Any]) -> str:
         row(f"latency {size} step(s): durableflow / chain p50", lat["vs_chain_p50"], "x")
         if "dbos" in summary and size in summary["dbos"]["latency_p50_ms"]:
             row(f"latency {size} step(s): DBOS p50", summary["dbos"]["latency_p50_ms"][size], " ms")
+    for label, stats, unit in transactions.rows(summary["transactions"]) if "transactions" in summary else []:
+        row(label, stats, unit)
     replay = summary["replay"]
     for n, ms in replay["replay_ms"].items():
         row(f"replay of {n} recorded steps", ms, " ms")

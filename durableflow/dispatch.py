@@ -9,8 +9,11 @@ Settings, system checks and the demo project use these names too.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-__all__ = ["DELIVER", "SWEEP", "TASKS", "send"]
+from durableflow.engine import transactions
+
+__all__ = ["DELIVER", "SWEEP", "TASKS", "send", "guard_publishes"]
 
 logger = logging.getLogger("durableflow.dispatch")
 
@@ -25,7 +28,11 @@ _RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "i
 
 
 def send(task: str, args: tuple, queue: str) -> bool:
-    """Send ``task(*args)`` to ``queue``; never raise, never hang for long."""
+    """Send ``task(*args)`` to ``queue``; never raise, never hang for long.
+
+    Inside a transactional step's body it refuses instead (``TRANSACTION_FORBIDDEN_CALL``).
+    """
+    _refuse_inside_transaction(task)
     from celery import current_app
 
     try:
@@ -34,3 +41,25 @@ def send(task: str, args: tuple, queue: str) -> bool:
         logger.warning("could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True)
         return False
     return True
+
+
+def guard_publishes() -> None:
+    """Refuse Celery publishes from transactional step bodies (connected once, at app start)."""
+    from celery.signals import before_task_publish
+
+    before_task_publish.connect(_before_publish, weak=False, dispatch_uid="durableflow.refuse-in-transactions")
+
+
+def _before_publish(sender: str | None = None, **kwargs: Any) -> None:
+    # Raises a BaseException: Celery logs and drops a receiver's Exception, and the publish
+    # must not happen.
+    _refuse_inside_transaction(sender or "?")
+
+
+def _refuse_inside_transaction(task: str) -> None:
+    transactions.refuse(
+        code="TRANSACTION_FORBIDDEN_CALL",
+        message=f"its body sent the Celery task {task!r}; a message cannot be taken back if the transaction "
+        "rolls back, and would be sent again when it runs again. Send it once the step has committed "
+        "(transaction.on_commit, task.delay_on_commit) or from a ctx.step.run step.",
+    )

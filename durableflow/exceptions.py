@@ -10,9 +10,10 @@ source), and this tree names the class that carries each::
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
-    │                             STORE_CALLBACK_NOT_SYNC
+    │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
+    │                             TRANSACTION_ASYNC_BODY
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
-    ├── RetryableError            RETRYABLE
+    ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
     ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
     ├── WaitTimeout (TimeoutError) WAIT_TIMEOUT
@@ -77,6 +78,11 @@ CODES: dict[str, str] = {
     "STEP_TIMEOUT": "one attempt of a step ran longer than its timeout",
     "STEP_FAILED": "a step failed with an error that carries no code of its own",
     "WAIT_TIMEOUT": "a durable wait (or result()) reached its timeout",
+    # transactional steps
+    "TRANSACTION_FORBIDDEN_CALL": "a transactional step's body sent a task message (Celery) inside its transaction",
+    "TRANSACTION_WRONG_ALIAS": "a transactional step's body queried a database alias other than durableflow's",
+    "TRANSACTION_ASYNC_BODY": "a transactional step's body is a coroutine function or returned an awaitable",
+    "TRANSACTION_CONFLICT": "a transactional step's transaction kept failing on serialization failures or deadlocks",
     "CHILD_FAILED": "a child execution did not complete",
     # effects
     "EFFECT_REQUEST_MISMATCH": "an effect id is known with another operation or input",

@@ -11,6 +11,21 @@
 Timers and retries fire at once: ``run_until_finished`` moves the tester's clock to the next
 due time whenever nothing else is runnable. The verbs are the engine's, the ones the workers
 run; only the storage is kept in memory.
+
+Transactional steps (``ctx.step.transaction``) keep their all-or-nothing in memory: when the
+body raises, or the step's record cannot be written (another delivery took the lease or
+recorded the step first), the step's transaction rolls back. The project's models are not in
+memory, so give the body a test double that takes part in the rollback:
+
+    from durableflow.testing import MemoryTable, WorkflowTester
+
+    orders = MemoryTable({7: {"paid": False}})  # a dict; changes made in a body roll back with it
+
+    def mark_paid(order_id):
+        orders[order_id]["paid"] = True
+
+or register an undo with ``current_transaction().on_rollback(fn)`` from any double: it is
+called if the transactional step whose body is running rolls back.
 """
 
 from __future__ import annotations
@@ -19,7 +34,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from durableflow import exceptions
-from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution
+from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution, MemoryTable
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL, ExecutionStatus
@@ -31,11 +46,12 @@ from durableflow.engine.store_types import (
     check_store_id,
     resolve_store,
 )
+from durableflow.engine.transactions import current as current_transaction
 from durableflow.engine.verbs import Engine
 from durableflow.registry import Registry
 from durableflow.registry import registry as default_registry
 
-__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock"]
+__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction"]
 
 
 class WorkflowTester:

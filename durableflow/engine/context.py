@@ -166,6 +166,16 @@ class Context:
         self._records[record.key] = record
         return record
 
+    def _write_exclusive(self, record: StepRecordData, previous: StepRecordData | None) -> StepRecordData:
+        """``_write`` for records that must be this delivery's own (``Journal.write_exclusive``)."""
+        try:
+            self._journal.write_exclusive(record, previous)
+        except (LeaseLost, StepConflict) as interrupt:
+            self._latch(interrupt)
+            raise
+        self._records[record.key] = record
+        return record
+
     def _record_live(self, key: str, kind: str, value: Any, *, attempts: int, **fields: Any) -> StepRecordData:
         now = self._journal.now()
         fields.setdefault("started_at", now)

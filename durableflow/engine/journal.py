@@ -104,6 +104,29 @@ class Journal:
         if not same_outcome(existing, record):
             raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
 
+    def write_exclusive(self, record: StepRecordData, previous: StepRecordData | None) -> None:
+        """Write ``record`` only as the change from ``previous`` (``None``: the key has no record yet).
+
+        A transactional step's record: it commits with the body's writes, so this delivery must be
+        the one that records it. An insert that finds the key taken, or an update that finds the
+        record no longer in ``previous.status``, is not "already done" as for ``write_step``: it
+        raises ``StepConflict`` even when the other record says the same thing (else both bodies'
+        writes would commit), or ``LeaseLost`` if the lease is gone.
+        """
+        storage = self.storage
+        if previous is None:
+            written = storage.insert_step(self.execution_id, self.token, record)
+        else:
+            fields = {name: getattr(record, name) for name in RECORD_FIELDS if name != "key"}
+            written = storage.update_step(
+                self.execution_id, record.key, fields, token=self.token, statuses=[previous.status]
+            )
+        if written:
+            return
+        if not storage.holds_lease(self.execution_id, self.token):
+            self._rejected(f"step {record.key!r}")
+        raise StepConflict(f"step {record.key!r} was recorded by another delivery first")
+
     def finish(self, outcome: Outcome) -> None:
         """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``)."""
         fields, enqueue = outcome_fields(outcome, self.now())

@@ -44,6 +44,15 @@ A delivery (leases and the journal)
     ``complete_steps(pairs, fields, *, kind, statuses)``
                                          update the steps named by exact (execution id, key) pairs
 
+Transactional steps
+    ``transaction_scope()``              one transaction on the journal's database for a transactional step's
+                                         body and its fenced record: yields a ``transactions.Scope``; commits
+                                         on a clean exit; if the block raises, rolls everything back, runs the
+                                         scope's rollback hooks and re-raises. Meanwhile a query through any
+                                         other database alias is refused (``TRANSACTION_WRONG_ALIAS``)
+    ``is_transient(exc)``                whether an error raised in a scope calls for running it again
+                                         (serialization failure, deadlock, a busy database)
+
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
                                          transaction (skipping rows another sweep holds): (id, queue, waiting_for)
@@ -85,6 +94,7 @@ from datetime import datetime
 from typing import Any, Iterable, Protocol
 
 from durableflow.engine.records import StepRecordData
+from durableflow.engine.transactions import Scope
 
 __all__ = ["NOW", "ANY", "ClaimRow", "LeaseHandle", "Storage"]
 
@@ -153,6 +163,10 @@ class Storage(Protocol):
     def complete_steps(
         self, pairs: Iterable[tuple[str, str]], fields: dict[str, Any], *, kind: str, statuses: Iterable[str]
     ) -> int: ...
+
+    # Transactional steps
+    def transaction_scope(self) -> AbstractContextManager[Scope]: ...
+    def is_transient(self, exc: BaseException) -> bool: ...
 
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...

@@ -54,6 +54,9 @@ _ATTEMPTS = 20  # compare-and-set retries before giving up (only a non-serialisi
 class _Moved(Exception):
     """The store (or the step's ledger entry) changed under this transaction: run it again."""
 
+    def __init__(self) -> None:
+        super().__init__("the store changed under the transaction")
+
 
 def _call(fn: Callable[..., Any], role: str, *args: Any) -> Any:
     """Run a workflow's callback; its failure is the step's (``StoreFailure``), not the engine's."""
@@ -168,8 +171,8 @@ class Stores:
                     outcome = {"value": selected, "version": row.version + 1, "instance_id": row.instance_id}
                     self._write(definition, store_id, row, state, step, outcome)
                     return _watched(outcome)
-            except _Moved:
-                continue
+            except Exception as exc:  # noqa: BLE001 - sorted by _again
+                self._again(exc)
         raise _gave_up(definition, store_id)
 
     def sweep_store_waiters(self: Engine, limit: int) -> int:
@@ -261,9 +264,20 @@ class Stores:
                     outcome["instance_id"] = row.instance_id
                     self._write(definition, store_id, row, state, step, outcome)
                     return outcome
-            except _Moved:
-                continue
+            except Exception as exc:  # noqa: BLE001 - sorted by _again
+                self._again(exc)
         raise _gave_up(definition, store_id)
+
+    def _again(self: Engine, exc: Exception) -> None:
+        """Return (run the transaction again) if it was rolled back for a reason that passes:
+        the store moved under it, or the database asked for a retry (a serialization failure,
+        a deadlock, SQLite's busy timeout). Raise anything else."""
+        if isinstance(exc, _Moved):
+            return
+        if not isinstance(exc, StoreFailure) and self.storage.is_transient(exc):
+            logger.info("store transaction rolled back (%s); running it again", exc)
+            return
+        raise exc
 
     def _register(
         self: Engine, definition: StoreDefinition, store_id: str, row: Any, step: StepRef, reads: tracking.Reads

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.stores import OrmStores
+from durableflow.orm.transactions import OrmTransactions
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmStores, OrmCore):
+class OrmStorage(OrmStores, OrmCore, OrmTransactions):
     """The storage protocol on the models, on the alias the project's routers choose."""

@@ -8,6 +8,7 @@ import time
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import stores  # noqa: F401 - store workflows (and their crash hook)
+from tests.testapp import txsteps  # noqa: F401 - registers the transactional step workflows
 from tests.testapp.models import Marker
 
 

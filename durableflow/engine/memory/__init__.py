@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
 from durableflow.engine.memory.stores import MemoryStores
+from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 
-__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "InMemoryStorage"]
+__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryTable", "InMemoryStorage"]
 
 
-class InMemoryStorage(MemoryStores, MemoryCore):
+class InMemoryStorage(MemoryStores, MemoryCore, MemoryTransactions):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

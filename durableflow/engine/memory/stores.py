@@ -6,11 +6,12 @@ has nothing more to lock.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Iterable
+
+from durableflow.engine.memory.clone import clone
 
 __all__ = ["MemoryStore", "MemoryLedgerEntry", "MemoryStoreWaiter", "MemoryStores"]
 
@@ -63,7 +64,7 @@ class MemoryStores:
 
     def get_store(self, name: str, store_id: str) -> MemoryStore | None:
         with self.lock:
-            return copy.deepcopy(self.tables.stores.get((name, store_id)))
+            return clone(self.tables.stores.get((name, store_id)))
 
     def lock_store(self, name: str, store_id: str) -> MemoryStore | None:
         return self.get_store(name, store_id)
@@ -99,7 +100,7 @@ class MemoryStores:
 
     def get_applied(self, execution_id: str, key: str) -> MemoryLedgerEntry | None:
         with self.lock:
-            return copy.deepcopy(self.tables.store_ledger.get((execution_id, key)))
+            return clone(self.tables.store_ledger.get((execution_id, key)))
 
     def record_applied(self, fields: dict[str, Any], *, token: str) -> bool:
         with self.lock:
@@ -115,7 +116,7 @@ class MemoryStores:
         with self.lock:
             waiters = self.tables.store_waiters.values()
             found = [w for w in waiters if (w.name, w.store_id) == (name, store_id) and w.woken_at is None]
-            return copy.deepcopy(sorted(found, key=lambda w: w.id))
+            return clone(sorted(found, key=lambda w: w.id))
 
     def put_store_waiter(self, fields: dict[str, Any]) -> None:
         with self.lock:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.stores import StoreSteps
 from durableflow.engine.steps.timers import TimerSteps
+from durableflow.engine.steps.transactions import TransactionSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps, StoreSteps):
+class StepAPI(RunSteps, TimerSteps, TransactionSteps, StoreSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""

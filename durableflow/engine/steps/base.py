@@ -42,7 +42,7 @@ class StepBase:
         finally:
             ctx._in_step = None
 
-    def _failed_attempt(self, key, record, attempt, exc, retry, started):
+    def _failed_attempt(self, key, record, attempt, exc, retry, started, *, kind="run", exclusive=False):
         ctx = self._ctx
         if isinstance(exc, exceptions.RetryableError):
             policy = retry or Retry()
@@ -52,23 +52,23 @@ class StepBase:
             policy = retry or ctx._settings.default_retry
             max_attempts, delay = policy.max_attempts, policy.delay(attempt)
         if attempt >= max_attempts:
-            return self._record_failure("run", key, record, attempt, exc, started)
+            return self._record_failure(kind, key, record, attempt, exc, started, exclusive=exclusive)
         now = ctx._journal.now()
         until = now + timedelta(seconds=delay)
         ctx.logger.info("step %r attempt %d failed (%s); retrying in %.3g s", key, attempt, exc, delay)
         waiting = StepRecordData(
             key=key,
-            kind="run",
+            kind=kind,
             status=StepStatus.WAITING,
             attempts=attempt,
             error=values.encode_error(exc),
             meta={"until": iso(until)},
             started_at=started_at(record, started),
         )
-        ctx._write(waiting, new=record is None)
+        self._store(waiting, record, exclusive)
         raise ctx._suspend(until, {"kind": "retry", "step": key, "attempt": attempt, "until": iso(until)})
 
-    def _record_failure(self, kind, key, record, attempt, exc, started):
+    def _record_failure(self, kind, key, record, attempt, exc, started, *, exclusive=False):
         """Record the step as failed and raise the recorded error into workflow code."""
         ctx = self._ctx
         failed = StepRecordData(
@@ -80,8 +80,15 @@ class StepBase:
             started_at=started_at(record, started),
             finished_at=ctx._journal.now(),
         )
-        ctx._write(failed, new=record is None)
+        self._store(failed, record, exclusive)
         ctx._raise_recorded(failed, cause=exc)
+
+    def _store(self, record: StepRecordData, previous: StepRecordData | None, exclusive: bool) -> None:
+        """Write a step's record; ``exclusive``: only as the change from ``previous`` (transactional steps)."""
+        if exclusive:
+            self._ctx._write_exclusive(record, previous)
+        else:
+            self._ctx._write(record, new=previous is None)
 
     def _wait_until_due(self, key: str, record: StepRecordData) -> None:
         """A step waiting for its next attempt: suspend again if it is not due yet."""
