@@ -297,3 +297,21 @@ def test_outside_workflows_a_change_wakes_the_same_way(backend):
     assert (stale["status"], stale["version"]) == ("conflict", 1)
     assert backend.ledger("cs-counter", "outside") == []
 
+
+
+def test_a_transient_database_error_runs_the_change_again_once(backend, monkeypatch):
+    class SerializationFailure(Exception):
+        sqlstate = "40001"  # what psycopg carries for "could not serialize access"
+
+    write, failures = backend.storage.write_store, []
+
+    def flaky(*args, **kwargs):
+        if not failures:
+            failures.append(args)
+            raise SerializationFailure("could not serialize access due to concurrent update")
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(backend.storage, "write_store", flaky)
+    result = backend.engine.store_update(Counter, "transient", bump)
+    assert (result["version"], result["state"]["n"], len(failures)) == (1, 1, 1)
+    assert backend.engine.store_get(Counter, "transient").version == 1
