@@ -41,6 +41,9 @@ FULL = {
     "memory_batch": 500,
     "list_sizes": [1000, 1000000],
     "list_repeats": 30,
+    "store_executions": 50,
+    "store_increments": 20,
+    "when_n": 30,
 }
 SMOKE = {
     "rounds": 1,
@@ -61,6 +64,9 @@ SMOKE = {
     "memory_batch": 10,
     "list_sizes": [300, 1000],
     "list_repeats": 3,
+    "store_executions": 5,
+    "store_increments": 4,
+    "when_n": 3,
 }
 PG = "postgresql://postgres@127.0.0.1:5432"
 

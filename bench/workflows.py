@@ -52,3 +52,26 @@ def effects(ctx, params):
             perform=lambda effect_id, i=i: i,
         )
     return total
+
+
+Counter = durableflow.define_store("bench-counter", initial=lambda: {"n": 0})
+Flag = durableflow.define_store("bench-flag", initial=lambda: {"ready": False, "other": 0})
+
+
+def increment(draft):
+    draft["n"] += 1
+
+
+@durableflow.workflow("bench.store-increments")
+def store_increments(ctx, params):
+    """N increments of one shared counter: the unit of the contended-store measurement."""
+    counter = ctx.step.store(Counter, id=params["store"])
+    for i in range(params["n"]):
+        counter.update(f"inc-{i}", increment)
+
+
+@durableflow.workflow("bench.store-when")
+def store_when(ctx, params):
+    """Wait for a flag; the step after it records when the waiter went on."""
+    ctx.step.store(Flag, id=params["store"]).when("ready", lambda state: state["ready"])
+    return ctx.step.run("woke", time.time)

@@ -9,7 +9,9 @@ source), and this tree names the class that carries each::
     ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
-    │                             TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS, TRANSACTION_ASYNC_BODY
+    │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
+    │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
+    │                             TRANSACTION_ASYNC_BODY
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
@@ -62,7 +64,13 @@ CODES: dict[str, str] = {
     "NESTED_STEP": "a step was called inside another step's body",
     "STEP_SCHEMA_INVALID": "a step value failed its schema",
     "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
+    # stores
     "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
+    "INVALID_STORE_STATE": "a store's new (or initial) state is not a durable value",
+    "INVALID_STORE_ID": "a store id is not a non-empty string of at most 200 characters",
+    "UNKNOWN_STORE": "no store is defined under that name",
+    "STORE_READ_ONLY": "a store selector tried to change the state it reads",
+    "STORE_CALLBACK_NOT_SYNC": "a store selector, updater, claim or initial is asynchronous",
     # replay
     "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
     # steps and waits

@@ -117,9 +117,7 @@ def test_a_zombie_calls_neither_lookup_nor_perform_after_waking(cluster, live_db
     first = cluster.worker(queue)
     # The delivery that takes over charges and loses the reply: the effect stays pending.
     service.will(effect_id, "perform", "raise-after")
-    execution = durableflow.start(
-        "t.effect-pause", {"tag": tag, "effect_id": effect_id, "retry_in": 8}, queue=queue
-    )
+    execution = durableflow.start("t.effect-pause", {"tag": tag, "effect_id": effect_id, "retry_in": 8}, queue=queue)
     wait_for(lambda: Marker.count(f"{tag}:paused") == 1, timeout=60, what="the workflow to pause")
     zombie_pid = Marker.objects.get(name=f"{tag}:paused").pid
     wait_for(lambda: psutil.Process(zombie_pid).status() == psutil.STATUS_STOPPED, what="the process to stop")

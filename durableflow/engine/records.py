@@ -124,9 +124,7 @@ class StepConflict(BaseException):
 class Suspend(BaseException):
     """End the delivery: the execution waits for ``wake_at`` or to be woken (see ``Suspended``)."""
 
-    def __init__(
-        self, wake_at: datetime | None, waiting_for: dict[str, Any], guard: Callable[[], bool] | None = None
-    ):
+    def __init__(self, wake_at: datetime | None, waiting_for: dict[str, Any], guard: Callable[[], bool] | None = None):
         super().__init__(waiting_for.get("kind"))
         self.wake_at = wake_at
         self.waiting_for = waiting_for

@@ -74,6 +74,31 @@ The sweep
     ``lock_stale(redeliver_after, limit)``
                                          runnable executions nobody is on (lease free or expired) whose last
                                          wake-up is older than ``redeliver_after`` seconds: (id, queue)
+
+Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
+    ``get_store(name, store_id)``        the store, or None
+    ``lock_store(name, store_id)``       the same, locked until the transaction ends (a row lock where the
+                                         database has them; SQLite's IMMEDIATE transactions serialise writers)
+    ``create_store(fields)``             insert unless (name, store_id) exists, without breaking the caller's
+                                         transaction
+    ``write_store(name, store_id, fields, *, instance_id, version)``
+                                         compare-and-set: change the store only at that instance and version;
+                                         a count
+    ``delete_store(name, store_id, *, instance_id, version)``
+                                         the same, deleting it
+    ``get_applied(execution_id, key)``   the ledger entry of a step that changed a store (``.outcome``), or None
+    ``record_applied(fields, *, token)`` insert a ledger entry, fenced: only while ``token`` holds the lease
+                                         of ``fields["execution_id"]`` and the step has no entry yet; whether
+                                         it was inserted
+    ``store_waiters(name, store_id)``    the store's waiters not woken yet (``.id``, ``.execution_id``, ``.key``,
+                                         ``.instance_id``, ``.version``, ``.reads``)
+    ``put_store_waiter(fields)``         insert the waiter of (execution_id, key), replacing any earlier one
+    ``delete_store_waiter(execution_id, key)``
+    ``wake_store_waiters(ids)``          mark waiters woken (``woken_at``)
+    ``woken_waiter_executions(statuses, limit)``
+                                         ids of executions in ``statuses`` that wait for a store
+                                         (``waiting_for["kind"] == "store"``) and have a woken waiter
+    ``drop_woken_waiters(statuses)``     delete woken waiters of executions in ``statuses``; a count
 """
 
 from __future__ import annotations
@@ -170,3 +195,20 @@ class Storage(Protocol):
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...
+
+    # Stores
+    def get_store(self, name: str, store_id: str) -> Any | None: ...
+    def lock_store(self, name: str, store_id: str) -> Any | None: ...
+    def create_store(self, fields: dict[str, Any]) -> None: ...
+    def write_store(
+        self, name: str, store_id: str, fields: dict[str, Any], *, instance_id: str, version: int
+    ) -> int: ...
+    def delete_store(self, name: str, store_id: str, *, instance_id: str, version: int) -> int: ...
+    def get_applied(self, execution_id: str, key: str) -> Any | None: ...
+    def record_applied(self, fields: dict[str, Any], *, token: str) -> bool: ...
+    def store_waiters(self, name: str, store_id: str) -> list[Any]: ...
+    def put_store_waiter(self, fields: dict[str, Any]) -> None: ...
+    def delete_store_waiter(self, execution_id: str, key: str) -> int: ...
+    def wake_store_waiters(self, ids: Iterable[int]) -> int: ...
+    def woken_waiter_executions(self, statuses: Iterable[str], limit: int) -> list[str]: ...
+    def drop_woken_waiters(self, statuses: Iterable[str]) -> int: ...

@@ -43,9 +43,17 @@ class Sweeping:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
                 for pk, queue in stale:
                     storage.enqueue(dispatch.DELIVER, (pk,), queue)
-        if due or stale:
-            logger.info("sweep: %d due (%d woken), %d stale", len(due), len(woken) if due else 0, len(stale))
-        return {"due": len(due), "stale": len(stale)}
+        # Store waiters woken while their execution was still running (see engine/stores.py).
+        stores = self.sweep_store_waiters(batch)
+        if due or stale or stores:
+            logger.info(
+                "sweep: %d due (%d woken), %d stale, %d woken for stores",
+                len(due),
+                len(woken) if due else 0,
+                len(stale),
+                stores,
+            )
+        return {"due": len(due), "stale": len(stale), "stores": stores}
 
     def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
         """Record the due timers as over, for the whole batch at once.

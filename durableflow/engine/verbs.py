@@ -16,13 +16,14 @@ from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
 from durableflow.engine.storage import Storage
+from durableflow.engine.stores import Stores
 from durableflow.engine.sweep import Sweeping
 from durableflow.registry import Registry
 
 __all__ = ["Engine"]
 
 
-class Engine(Starts, Steering, Sweeping, Effects):
+class Engine(Starts, Steering, Sweeping, Effects, Stores):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):

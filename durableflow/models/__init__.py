@@ -5,5 +5,6 @@ The database is the source of truth: a Celery message only says "look at executi
 
 from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
+from durableflow.models.stores import Store, StoreLedger, StoreWaiter
 
-__all__ = ["Execution", "StepRecord", "Effect", "EffectWatch"]
+__all__ = ["Execution", "StepRecord", "Effect", "EffectWatch", "Store", "StoreLedger", "StoreWaiter"]

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.effects import OrmEffects
+from durableflow.orm.stores import OrmStores
 from durableflow.orm.transactions import OrmTransactions
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmEffects, OrmTransactions, OrmCore):
+class OrmStorage(OrmEffects, OrmStores, OrmTransactions, OrmCore):
     """The storage protocol on the models, on the alias the project's routers choose."""

@@ -144,8 +144,7 @@ class EffectStatements:
             columns = ", ".join(self.fc(name) for name in names)
             placeholders = ", ".join(self.now if values[name] is NOW else self._value(name) for name in names)
             sql = self._insert[key] = (
-                f"INSERT INTO {self.table} ({columns}) VALUES ({placeholders}) "
-                f"ON CONFLICT ({self.fc('id')}) DO NOTHING"
+                f"INSERT INTO {self.table} ({columns}) VALUES ({placeholders}) ON CONFLICT ({self.fc('id')}) DO NOTHING"
             )
         return sql, self._params(values, adapt)
 

@@ -38,6 +38,8 @@ class Counter(models.Model):
     @classmethod
     def read(cls, name: str) -> int:
         return cls.objects.filter(name=name).values_list("value", flat=True).first() or 0
+
+
 class ServiceCharge(models.Model):
     """The fake external service's own record of the work it did: one row per charge made.
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
 from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
+from durableflow.engine.memory.stores import MemoryStores
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryEffect", "MemoryTables", "MemoryTable", "InMemoryStorage"]
 
 
-class InMemoryStorage(MemoryEffects, MemoryTransactions, MemoryCore):
+class InMemoryStorage(MemoryEffects, MemoryStores, MemoryTransactions, MemoryCore):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from durableflow.engine.steps.effects import EffectSteps
 from durableflow.engine.steps.run import RunSteps
+from durableflow.engine.steps.stores import StoreSteps
 from durableflow.engine.steps.timers import TimerSteps
 from durableflow.engine.steps.transactions import TransactionSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps, TransactionSteps, EffectSteps):
+class StepAPI(RunSteps, TimerSteps, TransactionSteps, EffectSteps, StoreSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
