@@ -1,0 +1,74 @@
+"""What every API view shares: JSON in and out, the permission classes, the error shape, and
+no query parameter that nobody declared.
+
+A resource's views (``executions.py``, ``workflows.py``; later events, tokens, stores,
+documents) subclass ``ApiViewSet`` and declare, per action, the model permission it needs
+(``required_permissions``) and the query parameters it reads (``extra_query_params``, plus
+its filter set's and paginator's). They call ``durableflow.operations`` for every change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import viewsets
+from rest_framework.exceptions import ValidationError
+
+from durableflow.api import errors
+from durableflow.api.parsers import StrictJSONParser
+from durableflow.api.permissions import permission_classes
+from durableflow.api.renderers import JSONOnlyRenderer
+from durableflow.api.openapi import ApiAutoSchema
+
+__all__ = ["ApiViewMixin", "ApiViewSet"]
+
+# DRF's own: ?format=json picks a renderer (and is harmless with one).
+ALWAYS_ALLOWED = frozenset({"format"})
+
+
+class ApiViewMixin:
+    """The API's policies on any DRF view, whatever the project's ``REST_FRAMEWORK`` defaults."""
+
+    parser_classes = [StrictJSONParser]
+    renderer_classes = [JSONOnlyRenderer]
+    metadata_class = None  # no OPTIONS description: 405, like any method an endpoint lacks
+    schema = ApiAutoSchema()
+    permission_model: Any = None
+    required_permissions: dict[str, str] = {}
+    extra_query_params: dict[str, frozenset[str]] = {}
+
+    def get_permissions(self):
+        return [permission() for permission in permission_classes()]
+
+    def get_exception_handler(self):
+        return errors.exception_handler
+
+    def initial(self, request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)  # negotiation, authentication, permissions, throttles
+        self.check_query_params(request)
+
+    def allowed_query_params(self) -> set[str]:
+        action = getattr(self, "action", None) or self.request.method.lower()
+        return set(ALWAYS_ALLOWED | self.extra_query_params.get(action, frozenset()))
+
+    def check_query_params(self, request) -> None:
+        unknown = sorted(set(request.query_params) - self.allowed_query_params())
+        if unknown:
+            allowed = ", ".join(sorted(self.allowed_query_params() - ALWAYS_ALLOWED)) or "none"
+            raise ValidationError({name: [f"unknown query parameter; this endpoint reads: {allowed}"] for name in unknown})
+
+
+class ApiViewSet(ApiViewMixin, viewsets.GenericViewSet):
+    """A resource's viewset. ``list`` reads its filter set's fields and its paginator's parameters."""
+
+    list_actions = frozenset({"list"})
+
+    def allowed_query_params(self) -> set[str]:
+        allowed = super().allowed_query_params()
+        if self.action in self.list_actions:
+            if self.paginator is not None:
+                allowed |= self.paginator.query_params()
+            filterset_class = getattr(self, "filterset_class", None)
+            if filterset_class is not None:
+                allowed |= set(filterset_class.base_filters)
+        return allowed
