@@ -408,6 +408,8 @@ def test_the_schema_is_openapi_3_of_the_api_alone(api):
     start = schema["paths"]["/api/durableflow/executions/"]["post"]
     assert {"200", "201", "400", "409", "413", "415"} <= set(start["responses"])
     assert start["responses"]["409"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    yaml = api.get("schema/", HTTP_ACCEPT="application/vnd.oai.openapi")
+    assert yaml["Content-Type"].startswith("application/vnd.oai.openapi") and b"openapi: 3." in yaml.content
 
 
 @pytest.mark.parametrize("path", ["", "nope/", "executions", "executions/x/y/z/"])

@@ -13,6 +13,7 @@ from typing import Any
 
 from rest_framework import viewsets
 from rest_framework.exceptions import ValidationError
+from rest_framework.settings import api_settings
 
 from durableflow.api import errors
 from durableflow.api.parsers import StrictJSONParser
@@ -36,6 +37,11 @@ class ApiViewMixin:
     permission_model: Any = None
     required_permissions: dict[str, str] = {}
     extra_query_params: dict[str, frozenset[str]] = {}
+
+    def get_authenticators(self):
+        # The project's DRF authentication, read when the request comes (DRF's class
+        # attribute is read once, at import).
+        return [authentication() for authentication in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
 
     def get_permissions(self):
         return [permission() for permission in permission_classes()]

@@ -7,19 +7,21 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import include, path
-from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer
+from drf_spectacular.renderers import OpenApiJsonRenderer, OpenApiYamlRenderer
 from drf_spectacular.views import SpectacularAPIView
 
 from durableflow.api.base import ApiViewMixin
+from durableflow.api.renderers import JSONOnlyRenderer
 from durableflow.models import Execution, StepRecord
 
 __all__ = ["SchemaView"]
 
 
 class SchemaView(ApiViewMixin, SpectacularAPIView):
-    """OpenAPI 3 of the endpoints mounted beside it (JSON by default, YAML on request)."""
+    """OpenAPI 3 of the endpoints mounted beside it: JSON (also as application/vnd.oai.openapi+json),
+    or YAML on request (application/vnd.oai.openapi). Errors are JSON, as everywhere."""
 
-    renderer_classes = [OpenApiJsonRenderer, OpenApiJsonRenderer2, OpenApiYamlRenderer]
+    renderer_classes = [JSONOnlyRenderer, OpenApiJsonRenderer, OpenApiYamlRenderer]
     permission_model = Execution
     required_permissions = {"get": "view", "head": "view"}
 
