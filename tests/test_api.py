@@ -326,6 +326,8 @@ def test_lists_filter_by_status_workflow_parent_and_root(api):
         ("cursor=WyJ4Il0", "cursor"),  # base64 of '["x"]'
         ("workflow=a%00b", "workflow"),
         ("parent=" + "x" * 201, "parent"),
+        ("status=", "status"),
+        ("status=failed&status=completed", "status"),
     ],
 )
 def test_unknown_or_invalid_list_parameters_are_400(api, query, field):

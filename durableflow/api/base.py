@@ -62,6 +62,15 @@ class ApiViewMixin:
         if unknown:
             allowed = ", ".join(sorted(self.allowed_query_params() - ALWAYS_ALLOWED)) or "none"
             raise ValidationError({name: [f"unknown query parameter; this endpoint reads: {allowed}"] for name in unknown})
+        # "?status=" is not "any status", and "?status=a&status=b" is not "a or b": refused, not guessed.
+        wrong = {}
+        for name, given in request.query_params.lists():
+            if len(given) > 1:
+                wrong[name] = ["given more than once"]
+            elif given == [""]:
+                wrong[name] = ["empty; leave the parameter out instead"]
+        if wrong:
+            raise ValidationError(wrong)
 
 
 class ApiViewSet(ApiViewMixin, viewsets.GenericViewSet):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from durableflow.models import Execution, StepRecord
@@ -27,6 +27,7 @@ __all__ = [
     "ExecutionSummarySerializer",
     "StepRecordSerializer",
     "WorkflowSerializer",
+    "WorkflowListSerializer",
     "ErrorSerializer",
 ]
 
@@ -155,6 +156,11 @@ class WorkflowSerializer(serializers.Serializer):
     kind = serializers.CharField(read_only=True, help_text="code (documents arrive with their issue)")
     description = serializers.CharField(read_only=True)
     on_event = serializers.CharField(read_only=True, allow_null=True)
+
+
+@extend_schema_serializer(many=False)  # the list action answers one object, not a list
+class WorkflowListSerializer(serializers.Serializer):
+    results = WorkflowSerializer(many=True, read_only=True)
 
 
 class ErrorSerializer(serializers.Serializer):

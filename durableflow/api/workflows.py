@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import inline_serializer
 from rest_framework.response import Response
 
 from durableflow.api.base import ApiViewSet
 from durableflow.api.openapi import document
 from durableflow.api.errors import ApiError
-from durableflow.api.serializers import WorkflowSerializer
+from durableflow.api.serializers import WorkflowListSerializer, WorkflowSerializer
 from durableflow.conf import df_settings
 from durableflow.models import Execution
 from durableflow.registry import WorkflowDefinition, registry
@@ -58,7 +57,7 @@ class WorkflowViewSet(ApiViewSet):
 
     @document(
         summary="The workflows the API may start",
-        responses=inline_serializer("WorkflowList", {"results": WorkflowSerializer(many=True)}),
+        responses=WorkflowListSerializer,
     )
     def list(self, request):
         return Response({"results": WorkflowSerializer([describe(d) for d in exposed()], many=True).data})
