@@ -101,3 +101,6 @@ def timer(ctx, params):
     ctx.step.sleep("timer", params["seconds"])
     t1 = ctx.step.run("t1", time.time)
     return {"t0": t0, "t1": t1}
+
+
+from tests.testapp import api_workflows  # noqa: E402, F401 - registers the REST API tests' workflows
