@@ -28,7 +28,7 @@ class _TextField(forms.CharField):
         super().validate(value)
         fault = values.text_fault(value) if value else None
         if fault is not None:
-            raise forms.ValidationError(f"not a name or id: {fault}", code="invalid")
+            raise forms.ValidationError(f"not a name or id: {fault}")
 
 
 class TextFilter(django_filters.CharFilter):

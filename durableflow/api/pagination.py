@@ -177,8 +177,18 @@ class KeysetPagination(BasePagination):
         if cursor is None:
             return None
         url = self.request.build_absolute_uri()
-        token = base64.urlsafe_b64encode(json.dumps([cursor.backwards, cursor.values]).encode()).decode().rstrip("=")
+        token = self.token(cursor)
         return replace_query_param(remove_query_param(url, self.cursor_query_param), self.cursor_query_param, token)
+
+    @staticmethod
+    def token(cursor: Cursor) -> str:
+        return base64.urlsafe_b64encode(json.dumps([cursor.backwards, cursor.values]).encode()).decode().rstrip("=")
+
+    def cursor_after(self, queryset, pk: Any) -> str:
+        """The ``cursor`` parameter of the page that follows the row ``pk`` (benchmarks, tests)."""
+        self.model, self.vendor = queryset.model, connections[queryset.db].vendor
+        row = queryset.annotate(**self._raw_keys()).get(pk=pk)
+        return self.token(Cursor(self._position(row), False))
 
     # Schema ---------------------------------------------------------------------------
 
