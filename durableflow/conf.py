@@ -79,7 +79,9 @@ class Settings:
             if value is None:
                 return None
             if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
-                raise ImproperlyConfigured(f"DURABLEFLOW['API_WORKFLOWS'] must be None or a list of names, not {value!r}")
+                raise ImproperlyConfigured(
+                    f"DURABLEFLOW['API_WORKFLOWS'] must be None or a list of names, not {value!r}"
+                )
             if not all(isinstance(name, str) for name in value):
                 raise ImproperlyConfigured("DURABLEFLOW['API_WORKFLOWS'] must hold workflow names (strings)")
             return frozenset(value)

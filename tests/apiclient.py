@@ -36,7 +36,8 @@ def make_user(django_user_model, name: str, *permissions: str, staff: bool = Fal
     from django.contrib.auth.models import Permission
 
     user = django_user_model.objects.create_user(name, f"{name}@example.com", "pw", is_staff=staff)
-    user.user_permissions.set(Permission.objects.filter(content_type__app_label="durableflow", codename__in=permissions))
+    granted = Permission.objects.filter(content_type__app_label="durableflow", codename__in=permissions)
+    user.user_permissions.set(granted)
     return user
 
 

@@ -61,7 +61,8 @@ class ApiViewMixin:
         unknown = sorted(set(request.query_params) - self.allowed_query_params())
         if unknown:
             allowed = ", ".join(sorted(self.allowed_query_params() - ALWAYS_ALLOWED)) or "none"
-            raise ValidationError({name: [f"unknown query parameter; this endpoint reads: {allowed}"] for name in unknown})
+            message = f"unknown query parameter; this endpoint reads: {allowed}"
+            raise ValidationError({name: [message] for name in unknown})
         # "?status=" is not "any status", and "?status=a&status=b" is not "a or b": refused, not guessed.
         wrong = {}
         for name, given in request.query_params.lists():

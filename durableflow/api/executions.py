@@ -107,7 +107,8 @@ class ExecutionViewSet(ApiViewSet):
             idempotency_key=self._idempotency_key(request, data["idempotency_key"]),
         )
         location = request.build_absolute_uri(f"{quote(execution.id, safe='')}/")
-        return Response(ExecutionSerializer(execution).data, status=201 if created else 200, headers={"Location": location})
+        status = 201 if created else 200  # 200: an idempotent repeat, the first execution
+        return Response(ExecutionSerializer(execution).data, status=status, headers={"Location": location})
 
     @document(summary="One execution; ?wait= long-polls until it finishes", parameters=[WAIT])
     def retrieve(self, request, pk: str):

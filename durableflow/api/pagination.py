@@ -87,7 +87,8 @@ class KeysetPagination(BasePagination):
         return rows
 
     def get_paginated_response(self, data) -> Response:
-        return Response({"results": data, "next": self._link(self.next_cursor), "previous": self._link(self.previous_cursor)})
+        links = {"next": self._link(self.next_cursor), "previous": self._link(self.previous_cursor)}
+        return Response({"results": data, **links})
 
     # Parameters ----------------------------------------------------------------------
 
@@ -121,7 +122,8 @@ class KeysetPagination(BasePagination):
                 raise ValueError("malformed")
             return Cursor([self._load(key, value) for key, value in zip(self.keys, keyed, strict=True)], backwards)
         except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise ValidationError({self.cursor_query_param: ["not a cursor this list gave (use the next/previous links)"]})
+            message = "not a cursor this list gave (use the next/previous links)"
+            raise ValidationError({self.cursor_query_param: [message]}) from None
 
     # Keys ----------------------------------------------------------------------------
 
