@@ -150,6 +150,7 @@ def _listing(listing: dict[str, Any]) -> dict[str, Any]:
             for name in small["ms"]
         },
         "plans": listing["plans"],
+        "journal": listing.get("journal"),  # bench.api: the REST journal's last page / first page
     }
 
 
@@ -256,6 +257,9 @@ def table(summary: dict[str, Any]) -> str:
     for name, value in summary.get("listing", {}).get("ms", {}).items():
         row(f"{name} ({summary['listing']['rows']['small']} rows)", value["small"], " ms")
         row(f"{name} ({summary['listing']['rows']['large']} rows)", value["large"], " ms")
+    journal = summary.get("listing", {}).get("journal")
+    if journal:
+        row(f"REST journal last page / first page ({journal['steps']} steps)", journal["last_over_first"], "x")
     lines.append("  targets:")
     for t in summary["targets"]:
         lines.append(f"    [{'ok' if t['ok'] else 'MISSED'}] {t['name']}: {t['value']:.3f} (target {t['target']})")

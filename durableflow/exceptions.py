@@ -25,6 +25,13 @@ source), and this tree names the class that carries each::
     └── InvalidTransition         INVALID_TRANSITION
 
 Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run).
+
+Answered by the REST API only (``durableflow.api.errors``: no exception class carries them;
+the API also answers with the codes above, e.g. ``NOT_FOUND``, ``PAYLOAD_TOO_LARGE``)::
+
+    400 INVALID_JSON, INVALID_REQUEST     401/403 NOT_AUTHENTICATED, PERMISSION_DENIED
+    405 METHOD_NOT_ALLOWED                406 NOT_ACCEPTABLE
+    415 UNSUPPORTED_MEDIA_TYPE            429 THROTTLED
 """
 
 from __future__ import annotations
@@ -94,6 +101,15 @@ CODES: dict[str, str] = {
     "NOT_FOUND": "no such execution",
     "INVALID_TRANSITION": "the execution's status does not allow that action",
     "CANCELLED": "the execution was cancelled",
+    # the REST API's own answers (HTTP status in the docstring above)
+    "INVALID_JSON": "the request body is not JSON (or nests deeper than a durable value can)",
+    "INVALID_REQUEST": "a field or query parameter is missing, unknown or of the wrong type",
+    "NOT_AUTHENTICATED": "the request carries no valid credentials",
+    "PERMISSION_DENIED": "the user may not do this (staff or the model permission is needed), or CSRF failed",
+    "METHOD_NOT_ALLOWED": "the endpoint does not answer this HTTP method",
+    "NOT_ACCEPTABLE": "the API answers JSON only",
+    "UNSUPPORTED_MEDIA_TYPE": "the API reads application/json bodies only",
+    "THROTTLED": "too many requests; retry after the Retry-After header's seconds",
 }
 
 

@@ -131,6 +131,11 @@ class StepRecord(models.Model):
 
     class Meta:
         ordering = ["id"]
+        indexes = [
+            # The journal in recorded order, a page at a time from any position (the REST
+            # journal's key set): the unique (execution, key) index cannot give that order.
+            models.Index(fields=["execution", "id"], name="durableflow_step_journal"),
+        ]
         constraints = [
             # A step is recorded once: a second writer gets a conflict, never a second row.
             models.UniqueConstraint(fields=["execution", "key"], name="durableflow_step_once"),

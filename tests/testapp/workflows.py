@@ -108,4 +108,7 @@ def timer(ctx, params):
     return {"t0": t0, "t1": t1}
 
 
-from tests.testapp import timeout_workflows  # noqa: E402,F401 (registers the workflows)
+from tests.testapp import (
+    api_workflows,  # noqa: E402, F401 - registers the REST API tests' workflows
+    timeout_workflows,  # noqa: E402,F401 (registers the workflows)
+)
