@@ -92,8 +92,12 @@ def grow(total: int, seed: int = 7) -> None:
 
 
 def queries() -> dict[str, Callable[[], Any]]:
+    from bench import api
+
     batch = int(df_settings.SWEEP_BATCH_SIZE)
     return {
+        # The REST API's list, whole requests: first page, and key set pages half-way down.
+        **api.page_queries(),
         # What the admin changelist and the API list run for a page (ordering of the model).
         "list_latest": lambda: list(Execution.objects.all()[:PAGE]),
         "list_status_workflow": lambda: list(Execution.objects.filter(status="completed", workflow="wf-07")[:PAGE]),
@@ -130,4 +134,8 @@ def measure(sizes: list[int], repeats: int) -> dict[str, Any]:
             timings[name] = median(timed_ms(query) for _ in range(repeats))
         out["sizes"][str(size)] = {"rows": Execution.objects.count(), "ms": timings, "returned": returned}
     out["plans"] = {name: _plan(query) for name, query in queries().items()}
+    from bench import api
+
+    # The REST journal's last page against its first, on a journal as long as the bench allows.
+    out["journal"] = api.journal_pages(min(10_000, max(sizes)), repeats)
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import transactions
+from bench import effects, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -75,6 +75,10 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     if all("waits" in r for r in rounds):
         out["waits"] = _waits(rounds)
     out["replay"] = _replay(raw["replay"], median(marginal))
+    if "effects" in raw:
+        out["effects"] = effects.summarize(raw["effects"])
+    if "stores" in raw:
+        out["stores"] = _stores(raw["stores"], median(floor_mean))
     out["timers"] = raw["timers"]
     out["memory"] = raw["memory"]
     if all("transactions" in r["durableflow"] for r in rounds):
@@ -146,6 +150,20 @@ def _replay(replay: dict[str, Any], live_step_ms: float) -> dict[str, Any]:
     }
 
 
+def _stores(stores: dict[str, Any], floor_mean_ms: float) -> dict[str, Any]:
+    """The contended counter beside the floor: one committed INSERT at a time is the most a
+    single connection writes; the counter's updates are serialised by the store's row lock."""
+    counter = stores["counter"]
+    return {
+        "counter_updates_per_s": counter["updates_per_s"],
+        "counter_ms_per_update": counter["ms_per_update"],
+        "floor_inserts_per_s": 1000 / floor_mean_ms,
+        "counter_ms_over_floor_ms": counter["ms_per_update"] / floor_mean_ms,
+        "counter_updates": counter["updates"],
+        "when_wake_ms": stores["when"]["ms"],
+    }
+
+
 def _listing(listing: dict[str, Any]) -> dict[str, Any]:
     sizes = sorted(int(s) for s in listing["sizes"])
     small, large = listing["sizes"][str(sizes[0])], listing["sizes"][str(sizes[-1])]
@@ -160,6 +178,7 @@ def _listing(listing: dict[str, Any]) -> dict[str, Any]:
             for name in small["ms"]
         },
         "plans": listing["plans"],
+        "journal": listing.get("journal"),  # bench.api: the REST journal's last page / first page
     }
 
 
@@ -186,6 +205,9 @@ def targets(out: dict[str, Any]) -> list[dict[str, Any]]:
     target("replay per step / live per step", replay["replay_over_live_per_step"], 0.05)
     target(f"replay growth for {replay['length_ratio']:g}x the journal", replay["growth"], replay["length_ratio"])
     target("timer lateness p99 (s)", out["timers"]["lateness_s"]["p99"], 1.5)
+    if "stores" in out:
+        # A change wakes its waiter at once (not by the sweep): within one sweep interval.
+        target("store when wake latency p99 (s)", out["stores"]["when_wake_ms"]["p99"] / 1000, 1.0)
     for name, value in out.get("listing", {}).get("ms", {}).items():
         target(f"{name}: large / small history", value["ratio"], 2)
     return found
@@ -257,6 +279,16 @@ def table(summary: dict[str, Any]) -> str:
     for n, ms in replay["replay_ms"].items():
         row(f"replay of {n} recorded steps", ms, " ms")
     row("replay per step / live per step", replay["replay_over_live_per_step"], "x")
+    if "effects" in summary:
+        for label, value, unit in effects.rows(summary["effects"]):
+            row(label, value, unit)
+    stores = summary.get("stores")
+    if stores:
+        row(f"store: contended counter ({stores['counter_updates']} updates)", stores["counter_updates_per_s"], "/s")
+        row("store: floor INSERTs per second (1 / mean)", stores["floor_inserts_per_s"], "/s")
+        row("store: ms per contended update / floor mean", stores["counter_ms_over_floor_ms"], "x")
+        row("store: when wake latency p50", stores["when_wake_ms"]["p50"], " ms")
+        row("store: when wake latency p99", stores["when_wake_ms"]["p99"], " ms")
     timers = summary["timers"]
     row(f"timer lateness p50 ({timers['sleeps']} sleeps)", timers["lateness_s"]["p50"], " s")
     row("timer lateness p99", timers["lateness_s"]["p99"], " s")
@@ -266,6 +298,9 @@ def table(summary: dict[str, Any]) -> str:
     for name, value in summary.get("listing", {}).get("ms", {}).items():
         row(f"{name} ({summary['listing']['rows']['small']} rows)", value["small"], " ms")
         row(f"{name} ({summary['listing']['rows']['large']} rows)", value["large"], " ms")
+    journal = summary.get("listing", {}).get("journal")
+    if journal:
+        row(f"REST journal last page / first page ({journal['steps']} steps)", journal["last_over_first"], "x")
     lines.append("  targets:")
     for t in summary["targets"]:
         lines.append(f"    [{'ok' if t['ok'] else 'MISSED'}] {t['name']}: {t['value']:.3f} (target {t['target']})")

@@ -33,6 +33,50 @@ def sleep(ctx, params):
     return ctx.step.run("woke", time.time)
 
 
+def _not_found(effect_id: str) -> dict:
+    return {"status": "not-found"}
+
+
+@durableflow.workflow("bench.effects")
+def effects(ctx, params):
+    """S trivial effect steps in one delivery (ids ``<prefix>-<i>``): the cost of the protocol itself."""
+    total = 0
+    for i in range(params["steps"]):
+        total += ctx.step.effect(
+            f"e{i}",
+            effect_id=f"{params['prefix']}-{i}",
+            operation="bench.noop/v1",
+            input={"i": i},
+            retry_in=1,
+            lookup=_not_found,
+            perform=lambda effect_id, i=i: i,
+        )
+    return total
+
+
+Counter = durableflow.define_store("bench-counter", initial=lambda: {"n": 0})
+Flag = durableflow.define_store("bench-flag", initial=lambda: {"ready": False, "other": 0})
+
+
+def increment(draft):
+    draft["n"] += 1
+
+
+@durableflow.workflow("bench.store-increments")
+def store_increments(ctx, params):
+    """N increments of one shared counter: the unit of the contended-store measurement."""
+    counter = ctx.step.store(Counter, id=params["store"])
+    for i in range(params["n"]):
+        counter.update(f"inc-{i}", increment)
+
+
+@durableflow.workflow("bench.store-when")
+def store_when(ctx, params):
+    """Wait for a flag; the step after it records when the waiter went on."""
+    ctx.step.store(Flag, id=params["store"]).when("ready", lambda state: state["ready"])
+    return ctx.step.run("woke", time.time)
+
+
 @durableflow.workflow("bench.wait-event")
 def wait_event(ctx, params):
     """Waits for its event; the step after records the wall clock at the resume."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from durableflow import exceptions
+from durableflow import exceptions, stores
+from durableflow.engine.store_types import define_store
 from durableflow.exceptions import (  # noqa: F401 - re-exported
     ChildExecutionError,
     DurableflowError,
@@ -43,6 +44,9 @@ __all__ = [
     "Retry",
     "RateLimit",
     "Concurrency",
+    # durable stores (``stores.get`` / ``stores.update`` need Django's apps to be loaded)
+    "define_store",
+    "stores",
     # steering runs (need Django's apps to be loaded)
     "start",
     "cancel",

@@ -1,15 +1,17 @@
-"""Admin: executions with their journal and waits; cancel and retry actions; published events."""
+"""Admin: executions with their journal and waits; cancel and retry actions; stores with their
+waiters and the history of the steps that changed them; effects and published events (read-only)."""
 
 from __future__ import annotations
 
 import json
 
 from django.contrib import admin, messages
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from durableflow import exceptions, operations
-from durableflow.models import Event, Execution, StepRecord, Waiter
+from durableflow.models import Effect, Event, Execution, StepRecord, Store, StoreLedger, StoreWaiter, Waiter
+from durableflow.orm import db_alias
 
 
 def _pretty(value) -> str:
@@ -140,3 +142,105 @@ class ExecutionAdmin(admin.ModelAdmin):
             % {"count": count, "done": done},
             messages.SUCCESS,
         )
+
+
+@admin.register(Store)
+class StoreAdmin(admin.ModelAdmin):
+    """Read-only: a store changes through its verbs (``durableflow.stores.update``), which wake
+    its waiters; an edit here would not."""
+
+    list_display = ("name", "store_id", "version", "updated_at")
+    list_filter = ("name",)
+    search_fields = ("=store_id",)
+    show_full_result_count = False
+    _shown = ("name", "store_id", "version", "instance_id", "created_at", "updated_at", "pretty_state")
+    readonly_fields = (*_shown, "waiters", "history")
+    fieldsets = (
+        (None, {"fields": _shown}),
+        ("Waiters", {"fields": ("waiters",)}),
+        ("History", {"fields": ("history",)}),
+    )
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="state")
+    def pretty_state(self, store):
+        return _pretty(store.state)
+
+    @admin.display(description="waiting executions")
+    def waiters(self, store):
+        rows = StoreWaiter.objects.using(db_alias()).filter(name=store.name, store_id=store.store_id)
+        return _table(
+            ("execution", "step", "seen at version", "reads", "woken"),
+            [
+                (w.execution_id, w.key, w.version, json.dumps(w.reads), w.woken_at or "")
+                for w in rows.order_by("id")[:100]
+            ],
+        )
+
+    @admin.display(description="applied steps (latest 50)")
+    def history(self, store):
+        rows = StoreLedger.objects.using(db_alias()).filter(name=store.name, store_id=store.store_id)
+        return _table(
+            ("version", "execution", "step", "kind", "applied"),
+            [(e.version, e.execution_id, e.key, e.kind, e.applied_at) for e in rows.order_by("-id")[:50]],
+        )
+
+
+def _table(headers, rows) -> str:
+    if not rows:
+        return "-"
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    cells = ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows)
+    body = format_html_join("", "<tr>{}</tr>", cells)
+    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
+
+
+@admin.register(Effect)
+class EffectAdmin(admin.ModelAdmin):
+    """Effects are written by the protocol only: here they are read (status, result, who began it)."""
+
+    list_display = ("id", "operation", "status", "attempts", "began_by", "created_at", "settled_at")
+    list_filter = ("status", "operation")
+    search_fields = ("=id", "=began_by")
+    date_hierarchy = "created_at"
+    show_full_result_count = False
+    list_per_page = 50
+    fields = (
+        "id",
+        "operation",
+        "status",
+        "attempts",
+        "began_by",
+        "began_step",
+        "settled_by",
+        "holder_id",
+        "created_at",
+        "updated_at",
+        "settled_at",
+        "pretty_input",
+        "pretty_result",
+    )
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        # A deleted effect would be performed again by the next execution that names it.
+        return False
+
+    @admin.display(description="input")
+    def pretty_input(self, effect):
+        return _pretty(effect.input)
+
+    @admin.display(description="result")
+    def pretty_result(self, effect):
+        return _pretty(effect.result)

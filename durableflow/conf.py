@@ -27,8 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_QUEUE": "durableflow",
     # Retry policy of steps without retry=; one attempt unless set.
     "DEFAULT_RETRY": None,
-    # DRF permission classes of the API (dotted paths).
+    # DRF permission classes of the REST API (dotted paths or classes), for every endpoint.
     "API_PERMISSION_CLASSES": ["durableflow.api.permissions.IsStaffOrModelPermission"],
+    # Workflows the REST API may start: None (every registered one) or a list of names. A name
+    # outside the list answers 404 UNKNOWN_WORKFLOW over the API; Python can still start it.
+    "API_WORKFLOWS": None,
     # Largest params, step value or result, in bytes of canonical JSON.
     "MAX_PAYLOAD_BYTES": 1_000_000,
     # How many executions one sweep wakes or re-sends at most.
@@ -65,6 +68,23 @@ class Settings:
                 return Retry.from_setting(value)
             except (TypeError, ValueError) as exc:
                 raise ImproperlyConfigured(f"DURABLEFLOW['DEFAULT_RETRY']: {exc}") from None
+        if name == "API_PERMISSION_CLASSES":
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value:
+                raise ImproperlyConfigured(
+                    "DURABLEFLOW['API_PERMISSION_CLASSES'] must be a non-empty list of permission classes "
+                    f"(dotted paths); not {value!r}. An empty list would let anyone in."
+                )
+            return list(value)
+        if name == "API_WORKFLOWS":
+            if value is None:
+                return None
+            if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
+                raise ImproperlyConfigured(
+                    f"DURABLEFLOW['API_WORKFLOWS'] must be None or a list of names, not {value!r}"
+                )
+            if not all(isinstance(name, str) for name in value):
+                raise ImproperlyConfigured("DURABLEFLOW['API_WORKFLOWS'] must hold workflow names (strings)")
+            return frozenset(value)
         if name in ("LEASE_SECONDS", "SWEEP_INTERVAL", "MAX_PAYLOAD_BYTES", "SWEEP_BATCH_SIZE"):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ImproperlyConfigured(f"DURABLEFLOW[{name!r}] must be a positive number, not {value!r}")

@@ -9,8 +9,9 @@ source), and this tree names the class that carries each::
     ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
-    │                             INVALID_PAYLOAD, INVALID_EVENT, TRANSACTION_FORBIDDEN_CALL,
-    │                             TRANSACTION_WRONG_ALIAS, TRANSACTION_ASYNC_BODY
+    │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
+    │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
+    │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
@@ -18,12 +19,19 @@ source), and this tree names the class that carries each::
     ├── WaitTimeout (TimeoutError) WAIT_TIMEOUT
     ├── ChildExecutionError       CHILD_FAILED
     ├── WorkflowEffectError       EFFECT_REQUEST_MISMATCH, INVALID_EFFECT_REQUEST
-    ├── EffectDeliveryError       INVALID_EFFECT_RESULT
+    ├── EffectDeliveryError       INVALID_EFFECT_RESULT, INVALID_EFFECT_LOOKUP (fail the delivery)
     ├── ExecutionFailed           EXECUTION_FAILED
     ├── ExecutionNotFound         NOT_FOUND, TOKEN_NOT_FOUND
     └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED
 
 Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run).
+
+Answered by the REST API only (``durableflow.api.errors``: no exception class carries them;
+the API also answers with the codes above, e.g. ``NOT_FOUND``, ``PAYLOAD_TOO_LARGE``)::
+
+    400 INVALID_JSON, INVALID_REQUEST     401/403 NOT_AUTHENTICATED, PERMISSION_DENIED
+    405 METHOD_NOT_ALLOWED                406 NOT_ACCEPTABLE
+    415 UNSUPPORTED_MEDIA_TYPE            429 THROTTLED
 """
 
 from __future__ import annotations
@@ -63,7 +71,13 @@ CODES: dict[str, str] = {
     "NESTED_STEP": "a step was called inside another step's body",
     "STEP_SCHEMA_INVALID": "a step value failed its schema",
     "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
+    # stores
     "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
+    "INVALID_STORE_STATE": "a store's new (or initial) state is not a durable value",
+    "INVALID_STORE_ID": "a store id is not a non-empty string of at most 200 characters",
+    "UNKNOWN_STORE": "no store is defined under that name",
+    "STORE_READ_ONLY": "a store selector tried to change the state it reads",
+    "STORE_CALLBACK_NOT_SYNC": "a store selector, updater, claim or initial is asynchronous",
     "INVALID_PAYLOAD": "an event, signal or token payload is not a durable value",
     "INVALID_EVENT": "an event type, event id, signal name, token or match is empty, too long or not text",
     # replay
@@ -82,7 +96,8 @@ CODES: dict[str, str] = {
     # effects
     "EFFECT_REQUEST_MISMATCH": "an effect id is known with another operation or input",
     "INVALID_EFFECT_REQUEST": "an effect descriptor is invalid",
-    "INVALID_EFFECT_RESULT": "an effect's result is not a durable value",
+    "INVALID_EFFECT_RESULT": "an effect's result (from perform or lookup) is not a durable value",
+    "INVALID_EFFECT_LOOKUP": "an effect's lookup answered something other than settled, not-found or unknown",
     # steering
     "EXECUTION_FAILED": "the execution ended without completing",
     "NOT_FOUND": "no such execution",
@@ -91,6 +106,15 @@ CODES: dict[str, str] = {
     "TOKEN_NOT_FOUND": "no wait is registered for that token (and it names no unfinished execution's step)",
     "TOKEN_ALREADY_COMPLETED": "the token was completed before; a token is completed once",
     "CANCELLED": "the execution was cancelled",
+    # the REST API's own answers (HTTP status in the docstring above)
+    "INVALID_JSON": "the request body is not JSON (or nests deeper than a durable value can)",
+    "INVALID_REQUEST": "a field or query parameter is missing, unknown or of the wrong type",
+    "NOT_AUTHENTICATED": "the request carries no valid credentials",
+    "PERMISSION_DENIED": "the user may not do this (staff or the model permission is needed), or CSRF failed",
+    "METHOD_NOT_ALLOWED": "the endpoint does not answer this HTTP method",
+    "NOT_ACCEPTABLE": "the API answers JSON only",
+    "UNSUPPORTED_MEDIA_TYPE": "the API reads application/json bodies only",
+    "THROTTLED": "too many requests; retry after the Retry-After header's seconds",
 }
 
 
@@ -204,7 +228,12 @@ class WorkflowEffectError(DurableflowError):
 
 
 class EffectDeliveryError(DurableflowError):
-    """An effect's lookup or perform answered something the protocol does not allow."""
+    """An effect's lookup or perform answered something the protocol does not allow.
+
+    Workflow code cannot swallow it (the delivery latches it): the run fails at the effect
+    step with the effect left pending, and ``durableflow.retry()`` resumes it with a lookup
+    once the code is fixed.
+    """
 
     default_code = "INVALID_EFFECT_RESULT"
 

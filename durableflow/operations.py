@@ -32,6 +32,7 @@ __all__ = [
     "send_event",
     "signal",
     "complete_token",
+    "wait_finished",
     "deliver",
     "run_item",
     "sweep",
@@ -135,6 +136,19 @@ def result(execution_id: str, timeout: float | None = None, *, poll_interval: fl
             )
         time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
         interval = min(interval * 1.5, 1.0)
+
+
+def wait_finished(execution_id: str, timeout: float | None) -> Execution:
+    """Block until the execution is finished or ``timeout`` seconds passed; return it either way.
+
+    What ``GET executions/{id}/?wait=`` long-polls on. ``ExecutionNotFound`` for an unknown
+    id. For now it waits as ``result()`` does; the name and signature are the contract.
+    """
+    try:
+        result(execution_id, timeout)
+    except (exceptions.WaitTimeout, exceptions.ExecutionFailed):
+        pass  # still running after the timeout, or ended without completing: both are answers
+    return get(execution_id)
 
 
 # Deliveries -------------------------------------------------------------------------------

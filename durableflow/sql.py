@@ -118,6 +118,10 @@ class Statements:
             params[name] = value
         return sql, params
 
+    def moment_sql(self, name: str) -> str:
+        """This vendor's expression for the database clock shifted by the seconds in parameter ``name``."""
+        return self._moment.format(name=name)
+
     def moment(self, seconds: float) -> Any:
         """The parameter for ``now + seconds`` in this vendor's time expression."""
         return seconds if self.vendor == "postgresql" else f"{seconds:+.6f} seconds"

@@ -47,6 +47,14 @@ from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecut
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL, ExecutionStatus
+from durableflow.engine.store_types import (
+    StoreDefinition,
+    StoreFailure,
+    StoreResult,
+    StoreSnapshot,
+    check_store_id,
+    resolve_store,
+)
 from durableflow.engine.transactions import current as current_transaction
 from durableflow.engine.verbs import Engine
 from durableflow.registry import Registry
@@ -97,6 +105,19 @@ class WorkflowTester:
 
     def sweep(self) -> dict[str, int]:
         return self.engine.sweep()
+
+    def get_store(self, definition: StoreDefinition | str, store_id: str) -> StoreSnapshot:
+        """A store's state, version and instance id (``durableflow.stores.get`` in memory)."""
+        return self.engine.store_get(resolve_store(definition), check_store_id(store_id))
+
+    def update_store(self, definition: StoreDefinition | str, store_id: str, updater: Callable[[Any], Any]):
+        """Change a store from outside the workflows (``durableflow.stores.update`` in memory):
+        its matching waiters become runnable; ``run()`` delivers them."""
+        try:
+            value = self.engine.store_update(resolve_store(definition), check_store_id(store_id), updater)
+        except StoreFailure as failure:
+            raise failure.error from None
+        return StoreResult.from_value(value)
 
     # Driving --------------------------------------------------------------------------
 

@@ -27,6 +27,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    # Only for the demo's Swagger UI at /api/docs/ (the API itself needs neither).
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_celery_beat",
     "durableflow",
     "project.demo",
@@ -133,6 +136,14 @@ DURABLEFLOW = {
     "LEASE_SECONDS": 60,
     "SWEEP_INTERVAL": 1.0,
     "DEFAULT_QUEUE": "durableflow",
+}
+
+# The Swagger UI's assets come from drf-spectacular-sidecar: no CDN is needed.
+SPECTACULAR_SETTINGS = {
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAdminUser"],
 }
 
 LOGGING = {

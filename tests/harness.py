@@ -114,6 +114,16 @@ class MemoryHarness(Harness):
         """Write a record behind the engine's back (another delivery's write)."""
         self.storage.tables.steps[execution_id][record.key] = record
 
+    def ledger(self, name: str, store_id: str) -> list[tuple[str, str, int]]:
+        """The store's applied steps: (execution id, key, version), in version order."""
+        entries = self.storage.tables.store_ledger.values()
+        found = [(e.execution_id, e.key, e.version) for e in entries if (e.name, e.store_id) == (name, store_id)]
+        return sorted(found, key=lambda entry: entry[2])
+
+    def waiters(self, name: str, store_id: str) -> list:
+        waiters = self.storage.tables.store_waiters.values()
+        return sorted((w for w in waiters if (w.name, w.store_id) == (name, store_id)), key=lambda w: w.id)
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
@@ -133,6 +143,17 @@ class OrmHarness(Harness):
         from durableflow.models import StepRecord
 
         StepRecord.objects.create(execution_id=execution_id, **dataclasses.asdict(record))
+
+    def ledger(self, name: str, store_id: str) -> list[tuple[str, str, int]]:
+        from durableflow.models import StoreLedger
+
+        rows = StoreLedger.objects.filter(name=name, store_id=store_id).order_by("version")
+        return list(rows.values_list("execution_id", "key", "version"))
+
+    def waiters(self, name: str, store_id: str) -> list:
+        from durableflow.models import StoreWaiter
+
+        return list(StoreWaiter.objects.filter(name=name, store_id=store_id).order_by("id"))
 
     def advance(self, seconds: float) -> None:
         self.storage.offset += timedelta(seconds=seconds)

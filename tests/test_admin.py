@@ -48,6 +48,44 @@ def test_cancel_action(db, staff_client, monkeypatch):
     assert Execution.objects.get(pk=execution.id).status == "cancelled"
 
 
+def test_effects_are_listed_and_shown_read_only(db, staff_client):
+    harness = OrmHarness()
+    execution_id = harness.start("t.effect-loop", {"n": 1, "prefix": "admin"})
+    harness.deliver(execution_id)
+
+    listing = staff_client.get(reverse("admin:durableflow_effect_changelist") + "?status__exact=settled")
+    detail = staff_client.get(reverse("admin:durableflow_effect_change", args=["admin-0"]))
+
+    assert listing.status_code == 200 and "admin-0" in listing.content.decode()
+    body = detail.content.decode()
+    assert detail.status_code == 200
+    assert execution_id in body and "test.noop/v1" in body
+    assert 'name="_save"' not in body  # read-only
+
+
+def test_store_detail_shows_state_waiters_and_history(db, staff_client, monkeypatch):
+    from durableflow.models import Store
+
+    monkeypatch.setattr(dispatch, "send", lambda *args: True)
+    harness = OrmHarness()
+    waiting = harness.start("t.store-when", {"store": "admin-board"})
+    harness.deliver(waiting)
+    changer = harness.start("t.store-take", {"store": "admin-board"})
+    durableflow.stores.update("t-board", "admin-board", lambda draft: draft.update(items=["job-1"]))
+    harness.deliver(changer)
+    store = Store.objects.get(name="t-board", store_id="admin-board")
+
+    listing = staff_client.get(reverse("admin:durableflow_store_changelist"))
+    detail = staff_client.get(reverse("admin:durableflow_store_change", args=[store.pk]))
+
+    assert listing.status_code == 200 and "admin-board" in listing.content.decode()
+    body = detail.content.decode()
+    assert detail.status_code == 200
+    assert "&quot;ready&quot;: false" in body  # the state, pretty-printed
+    assert f"<td>{waiting}</td><td>ready</td>" in body  # the when waiter
+    assert f"<td>2</td><td>{changer}</td><td>claim</td><td>store_take</td>" in body  # the take, at version 2
+
+
 def test_a_waiting_execution_shows_its_waits_and_the_events_list_renders(db, staff_client):
     harness = OrmHarness()
     execution_id = harness.start("t.wait-event", {"match": {"order": 1}})

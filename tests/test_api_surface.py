@@ -17,6 +17,8 @@ def test_public_api_is_pinned():
             "Retry",
             "RateLimit",
             "Concurrency",
+            "define_store",
+            "stores",
             "start",
             "cancel",
             "retry",

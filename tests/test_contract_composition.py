@@ -177,7 +177,7 @@ def test_a_child_finishing_while_its_parent_runs_is_not_missed(backend, monkeypa
 
     monkeypatch.setattr(backend.storage, "watch_execution", watch)
     monkeypatch.setattr(backend.storage, "get_execution", read_then_child_finishes)
-    assert backend.deliver(parent) == "suspended"
+    assert backend.deliver(parent) == "requeued"  # it suspended, but was woken meanwhile
     monkeypatch.undo()
 
     assert raced and backend.get(parent).status == "pending"  # the suspension became a replay

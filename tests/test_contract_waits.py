@@ -142,7 +142,7 @@ def test_an_event_sent_while_the_waiter_registers_is_not_missed(backend, monkeyp
         return found  # for the delivery: as read before the event was committed
 
     monkeypatch.setattr(backend.storage, "events_for", events_for)
-    assert backend.deliver(execution_id) == "suspended"
+    assert backend.deliver(execution_id) == "requeued"  # it suspended, but was woken meanwhile
 
     assert raced == [1]
     assert backend.get(execution_id).status == "pending"  # the suspension became a replay

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,19 @@ def fulfil(ctx, params):
 """
 
 
-def test_a_new_project_completes_a_workflow_with_the_readme_settings(dist, tmp_path):
+@dataclass
+class Shop:
+    """A project made by ``django-admin startproject`` with the README's settings, migrated."""
+
+    home: Path
+    python: Path
+    bin_dir: Path
+    env: dict
+
+
+@pytest.fixture(scope="module")
+def shop(dist, tmp_path_factory) -> Shop:
+    tmp_path = tmp_path_factory.mktemp("shop")
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
     python, bin_dir = venv / "bin" / "python", venv / "bin"
@@ -145,6 +158,11 @@ def test_a_new_project_completes_a_workflow_with_the_readme_settings(dist, tmp_p
     (home / "shop" / "__init__.py").write_text(_block("init"))
 
     _run([python, "manage.py", "migrate", "-v", "0"], cwd=home, env=env)
+    return Shop(home, python, bin_dir, env)
+
+
+def test_a_new_project_completes_a_workflow_with_the_readme_settings(shop, tmp_path):
+    home, python, bin_dir, env = shop.home, shop.python, shop.bin_dir, shop.env
     checked = _run([python, "manage.py", "check"], cwd=home, env=env)
     assert "durableflow." not in checked, checked
 
@@ -164,3 +182,38 @@ def test_a_new_project_completes_a_workflow_with_the_readme_settings(dist, tmp_p
     finally:
         worker.stop()
         beat.stop()
+
+
+API_SCRIPT = """
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.test.utils import setup_test_environment
+
+setup_test_environment()  # the test client's host, 'testserver', is allowed
+user = get_user_model().objects.create_user("api-user", password="pw", is_staff=True)
+client = Client()
+print("ANONYMOUS", client.get("/api/durableflow/executions/").status_code)
+client.force_login(user)
+started = client.post("/api/durableflow/executions/", {"workflow": "orders.fulfil", "params": {"items": [1]}},
+                      content_type="application/json")
+print("STARTED", started.status_code, started.json()["status"])
+listed = [row["id"] for row in client.get("/api/durableflow/executions/").json()["results"]]
+print("LISTED", started.json()["id"] in listed)
+print("SCHEMA", client.get("/api/durableflow/schema/").json()["openapi"][:2])
+print("UNKNOWN", client.post("/api/durableflow/executions/", {"workflow": "nope"},
+                             content_type="application/json").json()["code"])
+"""
+
+
+def test_the_readme_url_line_mounts_the_api_in_a_new_project(shop):
+    if "<!-- install:urls -->" not in README:
+        pytest.skip("README has no install:urls block yet (it comes with the REST API's README section)")
+    urls_py = shop.home / "shop" / "urls.py"
+    urls_py.write_text(urls_py.read_text() + _block("urls"))
+
+    checked = _run([shop.python, "manage.py", "check"], cwd=shop.home, env=shop.env)
+    out = _run([shop.python, "manage.py", "shell", "-c", API_SCRIPT], cwd=shop.home, env=shop.env, timeout=120)
+
+    assert "durableflow." not in checked, checked
+    for line in ("ANONYMOUS 403", "STARTED 201 pending", "LISTED True", "SCHEMA 3.", "UNKNOWN UNKNOWN_WORKFLOW"):
+        assert line in out, out

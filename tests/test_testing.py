@@ -42,6 +42,21 @@ def test_a_failed_run_raises_execution_failed():
     assert caught.value.error["message"] == "attempt 1 failed"
 
 
+def test_stores_in_memory_wake_waiters_changed_from_outside():
+    tester = WorkflowTester()
+    execution = tester.start("t.store-when", {"store": "tested"})
+    tester.run()
+    assert tester.get(execution.id).status == "waiting"
+
+    tester.update_store("t-board", "tested", lambda draft: draft.update(other=1))
+    assert tester.runnable() == []
+    result = tester.update_store("t-board", "tested", lambda draft: draft.update(ready=True))
+    assert (result.status, result.version) == ("updated", 2)
+    assert tester.runnable() == [execution.id]
+    tester.storage.outbox.clear()
+    assert tester.get_store("t-board", "tested").state["ready"] is True
+
+
 def test_the_tester_drives_waits_children_and_map_items():
     tester = WorkflowTester()
 

@@ -26,9 +26,7 @@ def _pids(tag: str) -> list[int]:
     return list(Marker.objects.filter(name=tag).order_by("id").values_list("pid", flat=True))
 
 
-def test_fifty_runs_of_twenty_transactional_increments_count_exactly_1000_through_sigkills(
-    cluster, live_db, tmp_path
-):
+def test_fifty_runs_of_twenty_transactional_increments_count_exactly_1000_through_sigkills(cluster, live_db, tmp_path):
     queue, name = uid("q"), uid("counter")
     Counter.objects.create(name=name)
     params = {"name": name, "n": 20, "hold": 0.02, "dir": str(tmp_path)}

@@ -15,13 +15,16 @@ import sys
 import uuid
 from collections import Counter
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
 from durableflow.engine.journal import Journal
 from durableflow.engine.records import Claim, ContinueAsNew, LeaseLost, StepConflict, StepRecordData, Suspend
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import StepStatus
+
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
 
 __all__ = ["Context", "Suspend", "MAX_KEY_LENGTH", "iso", "parse_iso"]
 
@@ -39,7 +42,7 @@ def parse_iso(text: str) -> datetime:
 class Context:
     """What a workflow function receives as ``ctx``."""
 
-    def __init__(self, claim: Claim, journal: Journal, settings: EngineSettings):
+    def __init__(self, claim: Claim, journal: Journal, settings: EngineSettings, engine: Engine | None = None):
         self.execution_id = claim.execution_id
         self.workflow = claim.workflow
         self.params = claim.params
@@ -54,6 +57,7 @@ class Context:
         self.step = StepAPI(self)
         self._journal = journal
         self._settings = settings
+        self._engine = engine  # the verbs steps call (an effect's begin, settle, watch)
         self._records = claim.records
         self._seen: set[str] = set()
         self._sites: Counter[tuple[str, int]] = Counter()
@@ -199,8 +203,10 @@ class Context:
         )
         return self._write(record, new=key not in self._records)
 
-    def _suspend(self, wake_at: datetime | None, waiting_for: dict[str, Any]) -> Suspend:
-        return self._latch(Suspend(wake_at, waiting_for))  # type: ignore[return-value]
+    def _suspend(
+        self, wake_at: datetime | None, waiting_for: dict[str, Any], guard: Callable[[], bool] | None = None
+    ) -> Suspend:
+        return self._latch(Suspend(wake_at, waiting_for, guard))  # type: ignore[return-value]
 
     def _raise_recorded(self, record: StepRecordData, cause: BaseException | None = None):
         error = values.decode_error(record.error or {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from durableflow import exceptions, values
 from durableflow.engine.context import Context
@@ -26,6 +27,9 @@ from durableflow.engine.records import (
 from durableflow.engine.settings import EngineSettings
 from durableflow.registry import Registry
 
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
+
 __all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST"]
 
 logger = logging.getLogger("durableflow.delivery")
@@ -38,8 +42,12 @@ LEASE_LOST = "lease-lost"
 _STALL_MAX_SECONDS = 600
 
 
-def run(journal: Journal, registry: Registry, settings: EngineSettings | None = None) -> str:
+def run(
+    journal: Journal, registry: Registry, settings: EngineSettings | None = None, engine: Engine | None = None
+) -> str:
     """Run one delivery of ``journal.execution_id``; return what happened, for logs and tests.
+
+    ``engine``: the verbs the steps call (an effect's begin and settle); the one delivering.
 
     Safe to call any number of times at once for the same execution: only the delivery
     that claims the lease runs workflow code, and every write it makes is fenced by it.
@@ -49,8 +57,8 @@ def run(journal: Journal, registry: Registry, settings: EngineSettings | None = 
         if claim is None:
             logger.info("delivery skipped: execution %s is not runnable or is leased", journal.execution_id)
             return SKIPPED
-        outcome = _replay(claim, journal, registry, settings or EngineSettings())
-        journal.finish(outcome)
+        outcome = _replay(claim, journal, registry, settings or EngineSettings(), engine)
+        outcome = journal.finish(outcome)
     except LeaseLost:
         logger.warning(
             "lease lost: execution %s is held by another delivery; stale write rejected, stopping",
@@ -62,7 +70,9 @@ def run(journal: Journal, registry: Registry, settings: EngineSettings | None = 
     return type(outcome).__name__.lower()
 
 
-def _replay(claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings) -> Outcome:
+def _replay(
+    claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings, engine: Engine | None
+) -> Outcome:
     definition = registry.get(claim.workflow)
     if definition is None:
         return _stall(
@@ -85,7 +95,7 @@ def _replay(claim: Claim, journal: Journal, registry: Registry, settings: Engine
                 "version until it drains, or use ctx.patched() to change a running workflow safely.",
             ),
         )
-    ctx = Context(claim, journal, settings)
+    ctx = Context(claim, journal, settings, engine)
     try:
         result, error = definition.fn(ctx, claim.params), None
     except BaseException as exc:  # noqa: BLE001 - sorted below; the latch decides first
@@ -99,7 +109,7 @@ def _replay(claim: Claim, journal: Journal, registry: Registry, settings: Engine
             exc.message = f"the workflow returned a value that cannot be journaled: {exc.message}"
             return Failed(values.encode_error(exc))
     if isinstance(error, Suspend):
-        return Suspended(error.wake_at, error.waiting_for)
+        return Suspended(error.wake_at, error.waiting_for, guard=error.guard)
     if isinstance(error, ContinueAsNew):
         return Continued(error.params, continuation_id(claim.execution_id))
     if isinstance(error, StepConflict):

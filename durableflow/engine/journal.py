@@ -148,36 +148,46 @@ class Journal:
             self._rejected(f"step {record.key!r}")
         raise StepConflict(f"step {record.key!r} was recorded by another delivery first")
 
-    def finish(self, outcome: Outcome) -> None:
-        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``).
+    def finish(self, outcome: Outcome) -> Outcome:
+        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``); return
+        the outcome recorded.
+
+        A park with a ``guard`` (see ``Suspended``) is one transaction with the guard: what it
+        registers is rolled back with a rejected outcome, and if what it waits for happened
+        already, the delivery ends as ``Requeued`` instead. ``continue_as_new`` starts the next
+        execution in the transaction that completes this one.
 
         A wake-up that arrived while this delivery held the lease (an event, a finished child,
-        the last item of a map) turns a suspension into a replay at once: the conditions it
-        suspended on may have changed after it looked. An execution that ends wakes the
+        the last item of a map: ``Engine.wake``) turns a suspension into a replay at once: what
+        it suspended on may have changed after it looked. An execution that ends wakes the
         executions waiting for it, after the outcome is committed.
         """
+        guard = getattr(outcome, "guard", None)
+        if guard is None and not isinstance(outcome, Continued):
+            return self._finish(outcome)
+        with self.storage.atomic():
+            if guard is not None and not guard():
+                outcome = Requeued("woken while parking")
+            if isinstance(outcome, Continued):  # the new execution exists if and only if this one completed
+                self.engine.continue_as(self.claimed, outcome)
+            return self._finish(outcome)
+
+    def _finish(self, outcome: Outcome) -> Outcome:
         now = self.now()
         fields, enqueue = outcome_fields(outcome, now)
-        if_woken = outcome_fields(Requeued("woken"), now)[0] if fields["status"] == ExecutionStatus.WAITING else None
-        if isinstance(outcome, Continued):
-            with self.storage.atomic():  # the new execution exists if and only if this one completed
-                self.engine.continue_as(self.claimed, outcome)
-                row = self._record(fields, outcome)
-        else:
-            row = self._record(fields, outcome, if_woken)
+        woken = Requeued("woken while running")
+        if_woken = outcome_fields(woken, now)[0] if fields["status"] == ExecutionStatus.WAITING else None
+        row = self.storage.record_outcome(self.execution_id, self.token, fields, if_woken=if_woken)
+        if row is None:
+            self._rejected(f"outcome {type(outcome).__name__}")
         if row.woken:
             logger.info("execution %s was woken while it ran; delivering again", self.execution_id)
-            enqueue = True
+            outcome, enqueue = woken, True
         if enqueue:
             self.storage.enqueue(dispatch.DELIVER, (self.execution_id,), self.queue)
         if row.watched and fields["status"] in TERMINAL and self.engine is not None:
             self.engine.finished(self.execution_id)
-
-    def _record(self, fields, outcome, if_woken=None):
-        row = self.storage.record_outcome(self.execution_id, self.token, fields, if_woken=if_woken)
-        if row is None:
-            self._rejected(f"outcome {type(outcome).__name__}")
-        return row
+        return outcome
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from durableflow.engine.states import TERMINAL, ExecutionStatus
 
@@ -77,10 +77,16 @@ class Failed:
 
 @dataclass
 class Suspended:
-    """The execution waits: for ``wake_at`` (a timer, a retry) or for something to wake it."""
+    """The execution waits: for ``wake_at`` (a timer, a retry) or for something to wake it.
+
+    ``guard``, if given, runs in the transaction that parks the execution: it registers what
+    will wake it and answers False if that already happened (the delivery then replays at
+    once instead of parking), so a wake-up racing the park is never lost.
+    """
 
     wake_at: datetime | None
     waiting_for: dict[str, Any]
+    guard: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -126,12 +132,13 @@ class StepConflict(BaseException):
 
 
 class Suspend(BaseException):
-    """End the delivery: the execution waits for ``wake_at`` or to be woken."""
+    """End the delivery: the execution waits for ``wake_at`` or to be woken (see ``Suspended``)."""
 
-    def __init__(self, wake_at: datetime | None, waiting_for: dict[str, Any]):
+    def __init__(self, wake_at: datetime | None, waiting_for: dict[str, Any], guard: Callable[[], bool] | None = None):
         super().__init__(waiting_for.get("kind"))
         self.wake_at = wake_at
         self.waiting_for = waiting_for
+        self.guard = guard
 
 
 class ContinueAsNew(BaseException):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
-from durableflow import dispatch, exceptions
+from durableflow import dispatch, exceptions, values
 from durableflow.engine.records import retry_target
+from durableflow.engine.starts import MAX_ID_LENGTH
 from durableflow.engine.states import (
     DUE_ONLY,
     LEASED,
@@ -39,6 +40,10 @@ class Steering:
     """The steering verbs (a mixin of ``Engine``)."""
 
     def get(self: Engine, execution_id: str) -> Any:
+        # An id no start can have written is not looked up: a NUL would be a database error
+        # on PostgreSQL and a plain miss on SQLite; it is a miss everywhere.
+        if not isinstance(execution_id, str) or len(execution_id) > MAX_ID_LENGTH or values.text_fault(execution_id):
+            raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}")
         execution = self.storage.get_execution(execution_id)
         if execution is None:
             raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}")
@@ -120,8 +125,11 @@ class Steering:
             if not updated:
                 raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being retried")
             self.storage.enqueue(dispatch.DELIVER, (execution_id,), execution.queue)
+            # Read before the commit sends the delivery: the caller sees the run as retried,
+            # not as whatever a fast worker made of it since.
+            retried = self.get(execution_id)
         logger.info("execution %s retried", execution_id)
-        return self.get(execution_id)
+        return retried
 
     def wake(self: Engine, execution_ids: Iterable[str]) -> list[str]:
         """Make waiting executions runnable and ask for their deliveries once this commits.

@@ -97,6 +97,21 @@ Transactional steps
                                          other database alias is refused (``TRANSACTION_WRONG_ALIAS``)
     ``is_transient(exc)``                whether an error raised in a scope calls for running it again
                                          (serialization failure, deadlock, a busy database)
+Effects (``durableflow.engine.effects``)
+    ``create_effect(fields)``            insert a pending effect; whether it was inserted (False: its id is
+                                         taken; the caller's transaction goes on unharmed)
+    ``get_effect(effect_id)``            the row, or ``None``
+    ``update_effect(effect_id, fields, *, statuses=None, holder_token=ANY)``
+                                         conditional update: only while the status is in ``statuses`` and
+                                         (unless ``ANY``) the holder's token equals ``holder_token``; a count
+    ``hold_effect(effect_id, execution_id, token)``
+                                         one fenced write: while the effect is pending, ``token`` holds the
+                                         execution's lease (unexpired, by the storage's clock) and the effect
+                                         is not held by another live lease (its holder's token is gone or
+                                         expired), make this delivery its holder and count an attempt; a count
+    ``add_effect_watch(effect_id, execution_id, step_key)``
+                                         once per (effect, execution, step); a repeat changes nothing
+    ``pop_effect_watches(effect_id)``    delete the effect's watches; the ids of the executions that had them
 
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
@@ -104,6 +119,31 @@ The sweep
     ``lock_stale(redeliver_after, limit)``
                                          runnable executions nobody is on (lease free or expired) whose last
                                          wake-up is older than ``redeliver_after`` seconds: (id, queue)
+
+Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
+    ``get_store(name, store_id)``        the store, or None
+    ``lock_store(name, store_id)``       the same, locked until the transaction ends (a row lock where the
+                                         database has them; SQLite's IMMEDIATE transactions serialise writers)
+    ``create_store(fields)``             insert unless (name, store_id) exists, without breaking the caller's
+                                         transaction
+    ``write_store(name, store_id, fields, *, instance_id, version)``
+                                         compare-and-set: change the store only at that instance and version;
+                                         a count
+    ``delete_store(name, store_id, *, instance_id, version)``
+                                         the same, deleting it
+    ``get_applied(execution_id, key)``   the ledger entry of a step that changed a store (``.outcome``), or None
+    ``record_applied(fields, *, token)`` insert a ledger entry, fenced: only while ``token`` holds the lease
+                                         of ``fields["execution_id"]`` and the step has no entry yet; whether
+                                         it was inserted
+    ``store_waiters(name, store_id)``    the store's waiters not woken yet (``.id``, ``.execution_id``, ``.key``,
+                                         ``.instance_id``, ``.version``, ``.reads``)
+    ``put_store_waiter(fields)``         insert the waiter of (execution_id, key), replacing any earlier one
+    ``delete_store_waiter(execution_id, key)``
+    ``wake_store_waiters(ids)``          mark waiters woken (``woken_at``)
+    ``woken_waiter_executions(statuses, limit)``
+                                         ids of executions in ``statuses`` that wait for a store
+                                         (``waiting_for["kind"] == "store"``) and have a woken waiter
+    ``drop_woken_waiters(statuses)``     delete woken waiters of executions in ``statuses``; a count
 """
 
 from __future__ import annotations
@@ -230,7 +270,33 @@ class Storage(Protocol):
     # Transactional steps
     def transaction_scope(self) -> AbstractContextManager[Scope]: ...
     def is_transient(self, exc: BaseException) -> bool: ...
+    # Effects
+    def create_effect(self, fields: dict[str, Any]) -> bool: ...
+    def get_effect(self, effect_id: str) -> Any | None: ...
+    def update_effect(
+        self, effect_id: str, fields: dict[str, Any], *, statuses: Iterable[str] | None = None, holder_token: Any = ANY
+    ) -> int: ...
+    def hold_effect(self, effect_id: str, execution_id: str, token: str) -> int: ...
+    def add_effect_watch(self, effect_id: str, execution_id: str, step_key: str) -> None: ...
+    def pop_effect_watches(self, effect_id: str) -> list[str]: ...
 
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...
+
+    # Stores
+    def get_store(self, name: str, store_id: str) -> Any | None: ...
+    def lock_store(self, name: str, store_id: str) -> Any | None: ...
+    def create_store(self, fields: dict[str, Any]) -> None: ...
+    def write_store(
+        self, name: str, store_id: str, fields: dict[str, Any], *, instance_id: str, version: int
+    ) -> int: ...
+    def delete_store(self, name: str, store_id: str, *, instance_id: str, version: int) -> int: ...
+    def get_applied(self, execution_id: str, key: str) -> Any | None: ...
+    def record_applied(self, fields: dict[str, Any], *, token: str) -> bool: ...
+    def store_waiters(self, name: str, store_id: str) -> list[Any]: ...
+    def put_store_waiter(self, fields: dict[str, Any]) -> None: ...
+    def delete_store_waiter(self, execution_id: str, key: str) -> int: ...
+    def wake_store_waiters(self, ids: Iterable[int]) -> int: ...
+    def woken_waiter_executions(self, statuses: Iterable[str], limit: int) -> list[str]: ...
+    def drop_woken_waiters(self, statuses: Iterable[str]) -> int: ...

@@ -49,15 +49,18 @@ class Sweeping:
         if stranded:
             with storage.atomic():
                 self.wake(stranded)
-        if due or stale or items:
+        # Store waiters woken while their execution was still running (see engine/stores.py).
+        stores = self.sweep_store_waiters(batch)
+        if due or stale or items or stores:
             logger.info(
-                "sweep: %d due (%d woken), %d stale, %d items resent",
+                "sweep: %d due (%d woken), %d stale, %d items resent, %d woken for stores",
                 len(due),
                 len(woken) if due else 0,
                 len(stale),
                 items,
+                stores,
             )
-        return {"due": len(due), "stale": len(stale), "items": items}
+        return {"due": len(due), "stale": len(stale), "items": items, "stores": stores}
 
     def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
         """Record the due timers as over, for the whole batch at once.

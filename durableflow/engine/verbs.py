@@ -10,12 +10,14 @@ the storages implement only ``durableflow.engine.storage.Storage``.
 from __future__ import annotations
 
 from durableflow.engine import driver
+from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
 from durableflow.engine.storage import Storage
+from durableflow.engine.stores import Stores
 from durableflow.engine.sweep import Sweeping
 from durableflow.engine.waits import Waits
 from durableflow.registry import Registry
@@ -23,7 +25,7 @@ from durableflow.registry import Registry
 __all__ = ["Engine"]
 
 
-class Engine(Starts, Steering, Sweeping, Waits, Items):
+class Engine(Starts, Steering, Sweeping, Effects, Stores, Waits, Items):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):
@@ -37,4 +39,4 @@ class Engine(Starts, Steering, Sweeping, Waits, Items):
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs."""
-        return driver.run(self.journal(execution_id), self.registry, self.settings)
+        return driver.run(self.journal(execution_id), self.registry, self.settings, self)

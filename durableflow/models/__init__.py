@@ -3,7 +3,19 @@
 The database is the source of truth: a Celery message only says "look at execution X".
 """
 
+from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
+from durableflow.models.stores import Store, StoreLedger, StoreWaiter
 from durableflow.models.waits import Event, Waiter
 
-__all__ = ["Execution", "StepRecord", "Event", "Waiter"]
+__all__ = [
+    "Execution",
+    "StepRecord",
+    "Effect",
+    "EffectWatch",
+    "Store",
+    "StoreLedger",
+    "StoreWaiter",
+    "Event",
+    "Waiter",
+]

@@ -137,11 +137,10 @@ class StepRecord(models.Model):
 
     class Meta:
         ordering = ["id"]
-        constraints = [
-            # A step is recorded once: a second writer gets a conflict, never a second row.
-            models.UniqueConstraint(fields=["execution", "key"], name="durableflow_step_once"),
-        ]
         indexes = [
+            # The journal in recorded order, a page at a time from any position (the REST
+            # journal's key set): the unique (execution, key) index cannot give that order.
+            models.Index(fields=["execution", "id"], name="durableflow_step_journal"),
             # Step bodies out as their own tasks (map items, run(queue=)) that are not done: the
             # sweep re-sends those whose message or worker was lost. Only those rows are indexed.
             models.Index(
@@ -149,6 +148,10 @@ class StepRecord(models.Model):
                 condition=Q(kind="item", status__in=[StepStatus.WAITING, StepStatus.RUNNING]),
                 name="durableflow_step_items",
             ),
+        ]
+        constraints = [
+            # A step is recorded once: a second writer gets a conflict, never a second row.
+            models.UniqueConstraint(fields=["execution", "key"], name="durableflow_step_once"),
         ]
 
     def __str__(self) -> str:

@@ -26,10 +26,10 @@ W = WaiterStatus
 class OrmWaits:
     """Waiters and events on the models (a part of ``OrmStorage``)."""
 
-    def _waiters(self):
+    def _wait_rows(self):
         return Waiter.objects.using(self.alias)
 
-    def _events(self):
+    def _event_rows(self):
         return Event.objects.using(self.alias)
 
     def _guard(self):
@@ -47,12 +47,12 @@ class OrmWaits:
         return waiter
 
     def get_waiter(self, execution_id: str, key: str) -> Waiter | None:
-        return self._waiters().filter(execution_id=execution_id, key=key).first()
+        return self._wait_rows().filter(execution_id=execution_id, key=key).first()
 
     def open_waiters(
         self, kind: str, target: str, *, execution_id: str | None = None, payload: Any = ANY
     ) -> list[Waiter]:
-        rows = self._waiters().filter(kind=kind, target=target, status=W.OPEN)
+        rows = self._wait_rows().filter(kind=kind, target=target, status=W.OPEN)
         if execution_id is not None:
             rows = rows.filter(execution_id=execution_id)
         if payload is not ANY and self.connection.vendor == "postgresql":
@@ -61,7 +61,7 @@ class OrmWaits:
         return list(rows.order_by("id"))
 
     def update_waiter(self, waiter_id: int, values: dict[str, Any], *, statuses: Iterable[str]) -> int:
-        return self._waiters().filter(pk=waiter_id, status__in=list(statuses)).update(**self._values(values))
+        return self._wait_rows().filter(pk=waiter_id, status__in=list(statuses)).update(**self._values(values))
 
     def add_event(self, values: dict[str, Any]) -> Event | None:
         event = Event(**self._values(values))
@@ -73,10 +73,10 @@ class OrmWaits:
         return event
 
     def get_event(self, pk: int) -> Event | None:
-        return self._events().filter(pk=pk).first()
+        return self._event_rows().filter(pk=pk).first()
 
     def events_for(self, waiter: Waiter, *, after: int, limit: int) -> list[Event]:
-        rows = self._events().filter(kind=waiter.kind, name=waiter.target, pk__gt=after)
+        rows = self._event_rows().filter(kind=waiter.kind, name=waiter.target, pk__gt=after)
         if waiter.kind == "event":
             created = Execution.objects.using(self.alias).filter(pk=waiter.execution_id).values("created_at")
             rows = rows.filter(created_at__gte=Subquery(created[:1]))
@@ -84,13 +84,13 @@ class OrmWaits:
                 rows = rows.filter(payload__contains=waiter.match)
         elif waiter.kind == "signal":
             rows = rows.filter(execution_id=waiter.execution_id)
-        consumed = self._waiters().filter(execution_id=waiter.execution_id, event_id=OuterRef("pk"))
+        consumed = self._wait_rows().filter(execution_id=waiter.execution_id, event_id=OuterRef("pk"))
         return list(rows.filter(~Exists(consumed)).order_by("id")[:limit])
 
     def take_event(self, waiter_id: int, event_pk: int) -> str:
         try:
             with self._guard():
-                taken = self._waiters().filter(pk=waiter_id, status=W.OPEN).update(
+                taken = self._wait_rows().filter(pk=waiter_id, status=W.OPEN).update(
                     status=W.SATISFIED, event_id=event_pk, resolved_at=self._now()
                 )
         except IntegrityError:  # durableflow_event_consumed_once
@@ -105,7 +105,7 @@ class OrmWaits:
     def stranded_waiters(self, limit: int) -> list[str]:
         ended = self._executions().filter(pk=OuterRef("target"), status__in=list(TERMINAL))
         rows = (
-            self._waiters()
+            self._wait_rows()
             .filter(kind="child", status=W.OPEN, execution__status__in=list(DUE_ONLY))
             .filter(Exists(ended))
             .order_by()
@@ -114,7 +114,7 @@ class OrmWaits:
         return sorted(set(rows[:limit]))
 
     def end_waits(self, execution_id: str, values: dict[str, Any]) -> None:
-        self._waiters().filter(execution_id=execution_id, status=W.OPEN).update(
+        self._wait_rows().filter(execution_id=execution_id, status=W.OPEN).update(
             status=W.EXPIRED, resolved_at=self._now()
         )
         self._steps().filter(
@@ -122,5 +122,5 @@ class OrmWaits:
         ).update(**self._values(values))
 
     def watchers(self, execution_id: str) -> list[str]:
-        rows = self._waiters().filter(kind="child", target=execution_id, status=W.OPEN)
+        rows = self._wait_rows().filter(kind="child", target=execution_id, status=W.OPEN)
         return sorted(set(rows.values_list("execution_id", flat=True)))

@@ -38,3 +38,34 @@ class Counter(models.Model):
     @classmethod
     def read(cls, name: str) -> int:
         return cls.objects.filter(name=name).values_list("value", flat=True).first() or 0
+
+
+class ServiceCharge(models.Model):
+    """The fake external service's own record of the work it did: one row per charge made.
+
+    The service is not idempotent: every perform that gets through charges again, so the
+    number of rows per effect id is the number of times the operation happened in effect.
+    """
+
+    effect_id = models.CharField(max_length=255, db_index=True)
+    result = models.JSONField(null=True)
+    pid = models.IntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class ServiceCall(models.Model):
+    """Every call made to the fake service (lookup or perform), by which process, and how it went."""
+
+    effect_id = models.CharField(max_length=255, db_index=True)
+    call = models.CharField(max_length=16)
+    outcome = models.CharField(max_length=32)
+    pid = models.IntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class ServiceScript(models.Model):
+    """What the fake service does at its next calls for an effect id, in order (one row per call)."""
+
+    effect_id = models.CharField(max_length=255, db_index=True)
+    call = models.CharField(max_length=16)
+    action = models.CharField(max_length=32)

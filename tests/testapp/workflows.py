@@ -7,8 +7,12 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
-from tests.testapp import waits  # noqa: F401 - registers the waits and composition workflows
-from tests.testapp import txsteps  # noqa: F401 - registers the transactional step workflows
+from tests.testapp import (
+    effects,  # noqa: F401 - registers the workflows with effects
+    stores,  # noqa: F401 - store workflows (and their crash hook)
+    txsteps,  # noqa: F401 - registers the transactional step workflows
+    waits,  # noqa: F401 - registers the waits and composition workflows
+)
 from tests.testapp.models import Marker
 
 
@@ -105,4 +109,7 @@ def timer(ctx, params):
     return {"t0": t0, "t1": t1}
 
 
-from tests.testapp import timeout_workflows  # noqa: E402,F401 (registers the workflows)
+from tests.testapp import (
+    api_workflows,  # noqa: E402, F401 - registers the REST API tests' workflows
+    timeout_workflows,  # noqa: E402,F401 (registers the workflows)
+)

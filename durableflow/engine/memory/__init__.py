@@ -8,12 +8,14 @@ engine's, the same the workers run on the ORM storage.
 from __future__ import annotations
 
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
+from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
 from durableflow.engine.memory.items import MemoryItems
+from durableflow.engine.memory.stores import MemoryStores
 from durableflow.engine.memory.waits import MemoryWaits
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 
-__all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryTable", "InMemoryStorage"]
+__all__ = ["ManualClock", "MemoryExecution", "MemoryEffect", "MemoryTables", "MemoryTable", "InMemoryStorage"]
 
 
-class InMemoryStorage(MemoryWaits, MemoryItems, MemoryCore, MemoryTransactions):
+class InMemoryStorage(MemoryEffects, MemoryStores, MemoryWaits, MemoryItems, MemoryTransactions, MemoryCore):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

@@ -83,6 +83,13 @@ class MemoryTables:
     waiters: dict[int, Any] = field(default_factory=dict)
     events: dict[int, Any] = field(default_factory=dict)
     next_id: int = 1
+    # Effects by id, and their watches: effect id -> {(execution id, step key): since}.
+    effects: dict[str, Any] = field(default_factory=dict)
+    effect_watches: dict[str, dict[tuple[str, str], datetime]] = field(default_factory=dict)
+    # Stores (durableflow.engine.memory.stores): by (name, store_id), and by (execution_id, key).
+    stores: dict[tuple[str, str], Any] = field(default_factory=dict)
+    store_ledger: dict[tuple[str, str], Any] = field(default_factory=dict)
+    store_waiters: dict[tuple[str, str], Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -54,7 +54,7 @@ class ChildSteps(WaitSteps):
         try:
             # The child exists if and only if this step is recorded: a lost lease rolls both back.
             with journal.storage.atomic():
-                child, _ = journal.engine.start(
+                child, _ = ctx._engine.start(
                     workflow,
                     params,
                     execution_id=child_id,

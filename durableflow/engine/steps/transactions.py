@@ -179,9 +179,7 @@ def _is_misuse(error: BaseException) -> bool:
 
 def _is_async(fn: Callable[..., Any]) -> bool:
     call = getattr(fn, "__call__", None)  # noqa: B004 - an object whose __call__ is async
-    return any(
-        inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (fn, call) if f is not None
-    )
+    return any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) for f in (fn, call) if f is not None)
 
 
 def _name(fn: Callable[..., Any]) -> str:

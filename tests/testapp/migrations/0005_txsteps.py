@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("testapp", "0001_initial"),
+        ("testapp", "0004_effects"),
     ]
 
     operations = [

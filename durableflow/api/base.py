@@ -1,0 +1,90 @@
+"""What every API view shares: JSON in and out, the permission classes, the error shape, and
+no query parameter that nobody declared.
+
+A resource's views (``executions.py``, ``workflows.py``; later events, tokens, stores,
+documents) subclass ``ApiViewSet`` and declare, per action, the model permission it needs
+(``required_permissions``) and the query parameters it reads (``extra_query_params``, plus
+its filter set's and paginator's). They call ``durableflow.operations`` for every change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.settings import api_settings
+
+from durableflow.api import errors
+from durableflow.api.openapi import ApiAutoSchema
+from durableflow.api.parsers import StrictJSONParser
+from durableflow.api.permissions import permission_classes
+from durableflow.api.renderers import JSONOnlyRenderer
+
+__all__ = ["ApiViewMixin", "ApiViewSet"]
+
+# DRF's own: ?format=json picks a renderer (and is harmless with one).
+ALWAYS_ALLOWED = frozenset({"format"})
+
+
+class ApiViewMixin:
+    """The API's policies on any DRF view, whatever the project's ``REST_FRAMEWORK`` defaults."""
+
+    parser_classes = [StrictJSONParser]
+    renderer_classes = [JSONOnlyRenderer]
+    metadata_class = None  # no OPTIONS description: 405, like any method an endpoint lacks
+    schema = ApiAutoSchema()
+    permission_model: Any = None
+    required_permissions: dict[str, str] = {}
+    extra_query_params: dict[str, frozenset[str]] = {}
+
+    def get_authenticators(self):
+        # The project's DRF authentication, read when the request comes (DRF's class
+        # attribute is read once, at import).
+        return [authentication() for authentication in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
+
+    def get_permissions(self):
+        return [permission() for permission in permission_classes()]
+
+    def get_exception_handler(self):
+        return errors.exception_handler
+
+    def initial(self, request, *args, **kwargs) -> None:
+        super().initial(request, *args, **kwargs)  # negotiation, authentication, permissions, throttles
+        self.check_query_params(request)
+
+    def allowed_query_params(self) -> set[str]:
+        action = getattr(self, "action", None) or self.request.method.lower()
+        return set(ALWAYS_ALLOWED | self.extra_query_params.get(action, frozenset()))
+
+    def check_query_params(self, request) -> None:
+        unknown = sorted(set(request.query_params) - self.allowed_query_params())
+        if unknown:
+            allowed = ", ".join(sorted(self.allowed_query_params() - ALWAYS_ALLOWED)) or "none"
+            message = f"unknown query parameter; this endpoint reads: {allowed}"
+            raise ValidationError({name: [message] for name in unknown})
+        # "?status=" is not "any status", and "?status=a&status=b" is not "a or b": refused, not guessed.
+        wrong = {}
+        for name, given in request.query_params.lists():
+            if len(given) > 1:
+                wrong[name] = ["given more than once"]
+            elif given == [""]:
+                wrong[name] = ["empty; leave the parameter out instead"]
+        if wrong:
+            raise ValidationError(wrong)
+
+
+class ApiViewSet(ApiViewMixin, viewsets.GenericViewSet):
+    """A resource's viewset. ``list`` reads its filter set's fields and its paginator's parameters."""
+
+    list_actions = frozenset({"list"})
+
+    def allowed_query_params(self) -> set[str]:
+        allowed = super().allowed_query_params()
+        if self.action in self.list_actions:
+            if self.paginator is not None:
+                allowed |= self.paginator.query_params()
+            filterset_class = getattr(self, "filterset_class", None)
+            if filterset_class is not None:
+                allowed |= set(filterset_class.base_filters)
+        return allowed

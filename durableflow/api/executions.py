@@ -1,0 +1,163 @@
+"""``executions/``: start, list, read, long-poll, journal, cancel, retry.
+
+The views orchestrate; ``durableflow.operations`` decides (the same verbs as the Python API,
+so a refusal has the same code over HTTP as in Python). Reads of lists go through the ORM
+on the alias the project's routers choose, a page at a time off an index.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+
+from durableflow import operations
+from durableflow.api.base import ApiViewSet
+from durableflow.api.filters import ExecutionFilter
+from durableflow.api.openapi import document
+from durableflow.api.pagination import ExecutionPagination, JournalPagination
+from durableflow.api.serializers import (
+    CancelSerializer,
+    ExecutionSerializer,
+    ExecutionSummarySerializer,
+    StartSerializer,
+    StepRecordSerializer,
+    StrictSerializer,
+)
+from durableflow.api.workflows import check_exposed
+from durableflow.models import Execution, StepRecord
+
+__all__ = ["ExecutionViewSet", "MAX_WAIT"]
+
+MAX_WAIT = 30  # seconds a GET may long-poll (SPEC §14)
+_SECONDS = re.compile(r"^\d{1,3}(\.\d{1,6})?$")
+
+WAIT = OpenApiParameter(
+    "wait",
+    OpenApiTypes.NUMBER,
+    description=f"seconds (at most {MAX_WAIT}) to wait for the execution to finish before answering",
+)
+JOURNAL_CURSOR = OpenApiParameter("cursor", OpenApiTypes.STR, description="take it from a page's next link")
+JOURNAL_PAGE_SIZE = OpenApiParameter(
+    "page_size",
+    OpenApiTypes.INT,
+    description=f"records per page (default {JournalPagination.page_size}, at most {JournalPagination.max_page_size})",
+)
+IDEMPOTENCY_KEY = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    description="a repeated start with the same key returns the first execution (200)",
+)
+
+
+class ExecutionViewSet(ApiViewSet):
+    queryset = Execution.objects.all()
+    lookup_value_regex = "[^/]+"  # ids are any text (dots included), only not a slash
+    permission_model = Execution
+    required_permissions = {
+        "list": "view",
+        "retrieve": "view",
+        "journal": "view",
+        "create": "add",
+        "cancel": "change",
+        "retry": "change",
+    }
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = ExecutionFilter
+    pagination_class = ExecutionPagination
+    extra_query_params = {"retrieve": frozenset({"wait"}), "journal": frozenset({"cursor", "page_size"})}
+    serializer_class = ExecutionSerializer
+
+    def get_serializer_class(self):
+        return {
+            "list": ExecutionSummarySerializer,
+            "create": StartSerializer,
+            "cancel": CancelSerializer,
+            "retry": StrictSerializer,
+            "journal": StepRecordSerializer,
+        }.get(self.action, ExecutionSerializer)
+
+    @document(summary="Executions, newest first, a page at a time")
+    def list(self, request):
+        fields = ExecutionSummarySerializer.Meta.fields
+        queryset = self.filter_queryset(self.get_queryset().only(*(f for f in fields if f != "parent"), "parent_id"))
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(ExecutionSummarySerializer(page, many=True).data)
+
+    @document(
+        summary="Start an execution (durableflow.start)",
+        parameters=[IDEMPOTENCY_KEY],
+        request=StartSerializer,
+        responses={201: ExecutionSerializer, 200: ExecutionSerializer},
+    )
+    def create(self, request):
+        data = self._valid(StartSerializer, request)
+        check_exposed(data["workflow"])
+        execution, created = operations.start_execution(
+            data["workflow"],
+            data["params"],
+            execution_id=data["execution_id"],
+            idempotency_key=self._idempotency_key(request, data["idempotency_key"]),
+        )
+        location = request.build_absolute_uri(f"{quote(execution.id, safe='')}/")
+        status = 201 if created else 200  # 200: an idempotent repeat, the first execution
+        return Response(ExecutionSerializer(execution).data, status=status, headers={"Location": location})
+
+    @document(summary="One execution; ?wait= long-polls until it finishes", parameters=[WAIT])
+    def retrieve(self, request, pk: str):
+        wait = self._wait(request)
+        execution = operations.wait_finished(pk, wait) if wait else operations.get(pk)
+        return Response(ExecutionSerializer(execution).data)
+
+    @document(
+        summary="The journal: step records in the order they were recorded",
+        parameters=[JOURNAL_CURSOR, JOURNAL_PAGE_SIZE],
+        responses=StepRecordSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"], pagination_class=JournalPagination, filter_backends=[])
+    def journal(self, request, pk: str):
+        execution = operations.get(pk)  # 404 for an unknown id, before any page is read
+        records = StepRecord.objects.filter(execution_id=execution.pk).only(*StepRecordSerializer.Meta.fields, "id")
+        page = self.paginate_queryset(records)
+        return self.get_paginated_response(StepRecordSerializer(page, many=True).data)
+
+    @document(summary="Cancel an unfinished execution", request=CancelSerializer, responses=ExecutionSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk: str):
+        data = self._valid(CancelSerializer, request)
+        return Response(ExecutionSerializer(operations.cancel(pk, data["reason"])).data)
+
+    @document(summary="Resume a failed execution from the step that failed it", request=None,
+                   responses=ExecutionSerializer)  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def retry(self, request, pk: str):
+        self._valid(StrictSerializer, request)  # no fields: refuse any rather than ignore them
+        return Response(ExecutionSerializer(operations.retry(pk)).data)
+
+    # Input ---------------------------------------------------------------------------
+
+    def _valid(self, serializer_class, request) -> dict:
+        serializer = serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def _idempotency_key(self, request, field: str | None) -> str | None:
+        header = request.headers.get("Idempotency-Key")
+        if header is not None and field is not None and header != field:
+            raise ValidationError({"idempotency_key": ["differs from the Idempotency-Key header; send one of them"]})
+        return field if field is not None else header
+
+    def _wait(self, request) -> float:
+        raw = request.query_params.get("wait")
+        if raw is None:
+            return 0.0
+        if not _SECONDS.match(raw) or float(raw) > MAX_WAIT:
+            raise ValidationError({"wait": [f"seconds from 0 to {MAX_WAIT}"]})
+        return float(raw)

@@ -1,0 +1,171 @@
+"""What the API reads and writes. Serializers check shapes and types; the engine decides.
+
+Input serializers take only the fields a caller may set and refuse any other (``status``,
+``lease_token``, ``attempts``... cannot be written, not even silently ignored). Strings are
+taken as they are (no trimming, no NUL check of DRF's own): the engine's checks give the
+verdict, with the code the Python API raises. Durable values (params, payloads) are passed to
+the engine untouched, so that the codec answers with the same code and JSON pointer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from rest_framework import serializers
+
+from durableflow.models import Execution, StepRecord
+
+__all__ = [
+    "StrictSerializer",
+    "TextField",
+    "DurableValueField",
+    "StartSerializer",
+    "CancelSerializer",
+    "ExecutionSerializer",
+    "ExecutionSummarySerializer",
+    "StepRecordSerializer",
+    "WorkflowSerializer",
+    "WorkflowListSerializer",
+    "ErrorSerializer",
+]
+
+
+@extend_schema_field(OpenApiTypes.STR)
+class TextField(serializers.Field):
+    """A JSON string, unchanged (DRF's CharField would accept numbers and trim spaces)."""
+
+    default_error_messages = {"invalid": "must be a string"}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: Any) -> str:
+        return value
+
+
+@extend_schema_field(OpenApiTypes.ANY)
+class DurableValueField(serializers.Field):
+    """Any JSON value, handed to the engine as parsed: its codec gives the verdict."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class StrictSerializer(serializers.Serializer):
+    """Refuses members it does not declare, naming the ones it takes."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                writable = ", ".join(name for name, field in self.fields.items() if not field.read_only)
+                raise serializers.ValidationError(
+                    {name: [f"unknown or read-only field; this request takes: {writable}"] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class StartSerializer(StrictSerializer):
+    """``POST executions/``: the arguments of ``durableflow.start``."""
+
+    workflow = TextField(help_text="a registered workflow's name")
+    params = DurableValueField(required=False, allow_null=True, default=None, help_text="a durable value (JSON)")
+    idempotency_key = TextField(
+        required=False, allow_null=True, default=None, help_text="or the Idempotency-Key header"
+    )
+    execution_id = TextField(required=False, allow_null=True, default=None, help_text="the new execution's id")
+
+
+class CancelSerializer(StrictSerializer):
+    """``POST executions/{id}/cancel/``: an optional reason, recorded as the error's message."""
+
+    reason = TextField(required=False, allow_null=True, default=None, help_text="recorded with the cancellation")
+
+
+class ExecutionSummarySerializer(serializers.ModelSerializer):
+    """An execution in a list: what it is and where it stands, without its values."""
+
+    parent = serializers.CharField(source="parent_id", read_only=True, allow_null=True)
+
+    class Meta:
+        model = Execution
+        fields = [
+            "id",
+            "workflow",
+            "version",
+            "status",
+            "waiting_for",
+            "wake_at",
+            "parent",
+            "root_id",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class ExecutionSerializer(ExecutionSummarySerializer):
+    """One execution: status, what it waits for, params, result, error and metadata."""
+
+    params = DurableValueField(read_only=True)
+    result = DurableValueField(read_only=True)
+    error = DurableValueField(read_only=True)
+    metadata = DurableValueField(read_only=True)
+    waiting_for = DurableValueField(read_only=True)
+
+    class Meta(ExecutionSummarySerializer.Meta):
+        fields = [
+            *ExecutionSummarySerializer.Meta.fields,
+            "params",
+            "result",
+            "error",
+            "metadata",
+            "idempotency_key",
+            "queue",
+            "deliveries",
+            "deadline_at",
+        ]
+        read_only_fields = fields
+
+
+class StepRecordSerializer(serializers.ModelSerializer):
+    """One journal record (SPEC §14): key, kind, status, attempts, value, error, times."""
+
+    value = DurableValueField(read_only=True)
+    error = DurableValueField(read_only=True)
+
+    class Meta:
+        model = StepRecord
+        fields = ["key", "kind", "status", "attempts", "value", "error", "started_at", "finished_at"]
+        read_only_fields = fields
+
+
+class WorkflowSerializer(serializers.Serializer):
+    """A workflow the API may start."""
+
+    name = serializers.CharField(read_only=True)
+    version = serializers.CharField(read_only=True)
+    kind = serializers.CharField(read_only=True, help_text="code (documents arrive with their issue)")
+    description = serializers.CharField(read_only=True)
+    on_event = serializers.CharField(read_only=True, allow_null=True)
+
+
+@extend_schema_serializer(many=False)  # the list action answers one object, not a list
+class WorkflowListSerializer(serializers.Serializer):
+    results = WorkflowSerializer(many=True, read_only=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every 4xx answer."""
+
+    code = serializers.CharField(help_text="a stable code from durableflow.exceptions.CODES")
+    message = serializers.CharField(help_text="what went wrong and how to fix it")
+    detail = DurableValueField(required=False, help_text="e.g. the JSON pointer of an invalid param, or field errors")

@@ -1,0 +1,63 @@
+"""``GET workflows/``: the workflows the API may start; and which those are.
+
+``DURABLEFLOW["API_WORKFLOWS"]`` (None: all registered ones) decides. A name outside it is
+answered exactly like a name nobody registered, 404 ``UNKNOWN_WORKFLOW``, so that the API
+does not reveal which workflows exist.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.response import Response
+
+from durableflow.api.base import ApiViewSet
+from durableflow.api.errors import ApiError
+from durableflow.api.openapi import document
+from durableflow.api.serializers import WorkflowListSerializer, WorkflowSerializer
+from durableflow.conf import df_settings
+from durableflow.models import Execution
+from durableflow.registry import WorkflowDefinition, registry
+
+__all__ = ["WorkflowViewSet", "exposed", "check_exposed"]
+
+
+def exposed() -> list[WorkflowDefinition]:
+    """The registered workflows the API may start, by name."""
+    allowed = df_settings.API_WORKFLOWS
+    return [definition for definition in registry.all() if allowed is None or definition.name in allowed]
+
+
+def check_exposed(name: str) -> None:
+    """404 ``UNKNOWN_WORKFLOW`` for a name outside ``API_WORKFLOWS`` (registered or not)."""
+    allowed = df_settings.API_WORKFLOWS
+    if allowed is not None and name not in allowed:
+        raise ApiError(
+            404,
+            code="UNKNOWN_WORKFLOW",
+            message=f"No workflow {name!r} can be started over the API (see GET workflows/).",
+        )
+
+
+def describe(definition: WorkflowDefinition) -> dict[str, Any]:
+    return {
+        "name": definition.name,
+        "version": definition.version,
+        "kind": "code",
+        "description": definition.description,
+        "on_event": definition.on_event,
+    }
+
+
+class WorkflowViewSet(ApiViewSet):
+    permission_model = Execution
+    required_permissions = {"list": "view"}
+    serializer_class = WorkflowSerializer
+    pagination_class = None
+
+    @document(
+        summary="The workflows the API may start",
+        responses=WorkflowListSerializer,
+    )
+    def list(self, request):
+        return Response({"results": WorkflowSerializer([describe(d) for d in exposed()], many=True).data})

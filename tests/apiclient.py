@@ -1,0 +1,68 @@
+"""Calling the REST API from tests: a JSON client and users with exactly one permission."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+PREFIX = "/api/durableflow/"
+
+
+class Api:
+    """A Django test client that sends JSON bodies and reads JSON answers."""
+
+    def __init__(self, client: Client):
+        self.client = client
+
+    def get(self, path: str, **extra: Any):
+        return self.client.get(PREFIX + path, **extra)
+
+    def post(self, path: str, body: Any = None, *, raw: bytes | str | None = None, **extra: Any):
+        extra.setdefault("content_type", "application/json")
+        if raw is None:
+            raw = b"" if body is None else json.dumps(body)
+        return self.client.post(PREFIX + path, raw, **extra)
+
+    def login(self, user) -> Api:
+        self.client.force_login(user)
+        return self
+
+
+def make_user(django_user_model, name: str, *permissions: str, staff: bool = False):
+    """A user with exactly these ``durableflow.*`` permissions (codenames)."""
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user(name, f"{name}@example.com", "pw", is_staff=staff)
+    granted = Permission.objects.filter(content_type__app_label="durableflow", codename__in=permissions)
+    user.user_permissions.set(granted)
+    return user
+
+
+@pytest.fixture
+def no_send(monkeypatch):
+    """Wake-ups are recorded instead of sent (no worker in these tests)."""
+    from durableflow import dispatch
+
+    sent: list[tuple] = []
+    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append((task, *args, queue)) or True)
+    return sent
+
+
+@pytest.fixture
+def api(db, client, django_user_model, no_send) -> Api:
+    """A staff user's client (staff may do everything by default)."""
+    return Api(client).login(make_user(django_user_model, "staff", staff=True))
+
+
+def error(response, status: int, code: str) -> dict[str, Any]:
+    """Assert an error answer in the one shape; return its body."""
+    assert response.status_code == status, (response.status_code, response.content[:500])
+    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
+    body = response.json()
+    assert body["code"] == code, body
+    assert isinstance(body["message"], str) and body["message"]
+    assert set(body) <= {"code", "message", "detail"}
+    return body
