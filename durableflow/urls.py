@@ -13,6 +13,7 @@ from rest_framework.routers import SimpleRouter
 from durableflow.api import errors
 from durableflow.api.executions import ExecutionViewSet
 from durableflow.api.schema import SchemaView
+from durableflow.api.waits import EventViewSet, TokenViewSet
 from durableflow.api.workflows import WorkflowViewSet
 
 app_name = "durableflow"
@@ -21,6 +22,8 @@ app_name = "durableflow"
 router = SimpleRouter()
 router.register("executions", ExecutionViewSet, basename="execution")
 router.register("workflows", WorkflowViewSet, basename="workflow")
+router.register("events", EventViewSet, basename="event")
+router.register("tokens", TokenViewSet, basename="token")
 
 # What the OpenAPI schema describes.
 api_patterns = [*router.urls]

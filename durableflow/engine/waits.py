@@ -92,6 +92,9 @@ def check_name(value: Any, what: str, limit: int = MAX_NAME) -> str:
         raise exceptions.WorkflowValueError(
             "INVALID_EVENT", f"{what} must be a non-empty string of at most {limit} characters, not {value!r}"
         )
+    fault = values.text_fault(value)
+    if fault is not None:
+        raise exceptions.WorkflowValueError("INVALID_EVENT", f"{what}: {fault}")
     return value
 
 
