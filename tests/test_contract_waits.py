@@ -314,3 +314,19 @@ def test_cancel_closes_the_executions_waits(backend):
     assert backend.storage.open_waiters("signal", "answer", execution_id=execution_id) == []
     with pytest.raises(durableflow.InvalidTransition):
         backend.signal(execution_id, "answer", 1)
+
+
+@durableflow.workflow("waits.any-event")
+def any_event_wf(ctx, params):
+    return ctx.step.wait_for_event("any", "waits.anything")
+
+
+def test_an_event_without_a_payload_satisfies_a_wait_without_a_match(backend):
+    execution_id = backend.start("waits.any-event")
+    backend.deliver(execution_id)
+    other = backend.start("waits.event", {"order": 1})
+    backend.deliver(other)
+    assert backend.send_event("order.approved") == 0  # a match is not contained in no payload
+    assert backend.send_event("waits.anything") == 1
+    assert backend.run(execution_id).status == "completed"
+    assert backend.get(execution_id).result is None

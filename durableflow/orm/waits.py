@@ -56,8 +56,10 @@ class OrmWaits:
         if execution_id is not None:
             rows = rows.filter(execution_id=execution_id)
         if payload is not ANY and self.connection.vendor == "postgresql":
-            # jsonb <@: a superset of the engine's containment test, so nothing is lost here.
-            rows = rows.filter(Q(match__isnull=True) | Q(match__contained_by=payload))
+            # jsonb <@: a superset of the engine's containment test, so nothing is lost here. A
+            # null payload contains no match but the absent one.
+            contained = Q(match__contained_by=payload) if payload is not None else Q(pk__in=[])
+            rows = rows.filter(Q(match__isnull=True) | contained)
         return list(rows.order_by("id"))
 
     def update_waiter(self, waiter_id: int, values: dict[str, Any], *, statuses: Iterable[str]) -> int:
