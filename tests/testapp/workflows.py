@@ -7,6 +7,7 @@ import time
 
 import durableflow
 from durableflow import RetryableError, WorkflowValueError
+from tests.testapp import admin_workflows  # noqa: F401 - registers the admin tests' workflows
 from tests.testapp.models import Marker
 
 
