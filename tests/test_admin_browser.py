@@ -19,16 +19,17 @@ from tests.browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, AdminServer, Artifa
 from tests.helpers import uid, wait_for, wait_status
 from tests.testapp.models import Marker
 
-pytestmark = pytest.mark.integration
+MISSING = missing_browser()
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(MISSING is not None, reason=f"browser tests skipped: {MISSING}"),
+]
 
 PASSWORD = "browser-pw"
 
 
 @pytest.fixture(scope="module")
 def browser():
-    reason = missing_browser()
-    if reason:
-        pytest.skip(f"browser tests skipped: {reason}")
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an asyncio loop registered as running in this thread, so
