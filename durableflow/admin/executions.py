@@ -172,7 +172,9 @@ def journal_panel(model_admin, request, execution):
 
 
 def children_panel(model_admin, request, execution):
-    children = list(execution.children.only("id", "workflow", "status", "created_at")[: CHILDREN_ROWS + 1])
+    # Not ``execution.children``: the related manager reads each child's (deferred) parent_id.
+    rows = Execution.objects.filter(parent_id=execution.pk).only("id", "workflow", "status", "created_at")
+    children = list(rows[: CHILDREN_ROWS + 1])
     if not children:
         return None
     changelist = reverse("admin:durableflow_execution_changelist", current_app=model_admin.admin_site.name)
