@@ -68,10 +68,14 @@ def status_badge(status: str, label: str | None = None) -> SafeString:
 
 
 def duration_text(duration: timedelta | None) -> str:
-    """``12 ms``, ``3.4 s``, ``2 min 5 s``, ``3 h 2 min``, ``2 d 3 h``; ``""`` for none."""
+    """``0.4 ms``, ``12 ms``, ``3.4 s``, ``2 min 5 s``, ``3 h 2 min``, ``2 d 3 h``; ``""`` for none."""
     if duration is None:
         return ""
     seconds = duration.total_seconds()
+    if seconds == 0:
+        return "0 ms"
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f} ms"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 60:

@@ -163,7 +163,9 @@ def journal_panel(model_admin, request, execution):
         {
             "row": row,
             "status": display.status_badge(row.record.status),
-            "value": display.pretty_json(row.record.value) if row.record.status == StepStatus.COMPLETED else "",
+            "value": display.pretty_json(row.record.value)
+            if row.record.status == StepStatus.COMPLETED and row.record.value is not None
+            else "",
             "error": display.error_block(row.record.error),
         }
         for row in timeline.rows
@@ -189,13 +191,13 @@ def children_panel(model_admin, request, execution):
 
 @admin.register(Execution)
 class ExecutionAdmin(RecordAdmin):
-    list_display = ("id", "workflow", "status_badge", "doing", "created_at", "took", "deliveries")
+    list_display = ("id", "workflow", "status_badge", "doing", "created", "took")
     list_filter = ("status", WorkflowFilter)
     search_fields = ("id__exact", "idempotency_key__exact", "workflow__exact")
     search_help_text = "An exact execution id, idempotency key or workflow name."
     date_hierarchy = "created_at"
     # Sorting by another column would sort the whole table: these two are read off indexes.
-    sortable_by = ("id", "created_at")
+    sortable_by = ("id", "created")
     steering = STEERING
     panels = (
         Panel("Journal", "admin/durableflow/execution/panel_journal.html", journal_panel, after_summary=True),
@@ -213,7 +215,8 @@ class ExecutionAdmin(RecordAdmin):
                 "result_json": obj.status == S.COMPLETED,
                 "error_html": obj.error,
                 "metadata_json": obj.metadata,
-                "waiting_for_json": obj.waiting_for,
+                # A claimed run keeps its last wait's record; it is stale once it runs again.
+                "waiting_for_json": obj.waiting_for and obj.status == S.WAITING,
             }
             data = [name for name in data if present[name]]
         else:
@@ -250,6 +253,10 @@ class ExecutionAdmin(RecordAdmin):
         if message is None and "error" not in execution.get_deferred_fields():
             message = (execution.error or {}).get("message")
         return message[:200] if message else ""
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, execution):
+        return display.when(execution.created_at)
 
     @admin.display(description="took")
     def took(self, execution):

@@ -15,9 +15,17 @@ def _hold(tag: str, seconds: float) -> str:
     return "released"
 
 
+def _work(seconds: float, value):
+    time.sleep(seconds)  # a step that takes a while, so that the timeline has something to draw
+    return value
+
+
 @durableflow.workflow("t.admin-hold")
 def hold(ctx, params):
     ready = ctx.step.run("prepare", lambda: {"order": params["tag"], "items": list(range(3))})
+    ctx.step.run("reserve-stock", _work, 0.3, {"reserved": ready["items"]})
+    ctx.step.sleep("cool-off", params.get("cool_off", 0))
+    ctx.step.run("charge", _work, 0.2, {"charged_cents": 1250, "receipt": f"r-{params['tag']}"})
     held = ctx.step.run("hold", _hold, params["tag"], params.get("seconds", 60))
     done = ctx.step.run("finish", Marker.hit, f"{params['tag']}:finish")
     return {"ready": ready, "held": held, "done": done}
