@@ -2,9 +2,9 @@
 
 Django's ``date_hierarchy`` lists the years (months, days) that have rows with ``SELECT
 DISTINCT`` over a date truncation of every row in the list: a full scan of a large table on
-every page view. This one asks for the first and last date of the current list (``MIN`` and
-``MAX``, which both databases answer from an index on the field) and offers every year,
-month or day between them. A period inside the range may hold no row; its page is empty.
+every page view. This one asks for the first and last date of the current list (two reads
+that both databases answer from an index on the field) and offers every year, month or day
+between them. A period inside the range may hold no row; its page is empty.
 
 Same context as Django's ``date_hierarchy`` tag, so Django's own template draws it.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime
 
-from django.db import models
 from django.utils import formats, timezone
 from django.utils.text import capfirst
 from django.utils.translation import gettext as _
@@ -81,9 +80,13 @@ def date_hierarchy(cl) -> dict:
 
 
 def _range(queryset, field_name: str) -> tuple[datetime.date | None, datetime.date | None]:
-    """The first and last date of the list, in the current time zone (one query)."""
-    bounds = queryset.aggregate(first=models.Min(field_name), last=models.Max(field_name))
-    first, last = bounds["first"], bounds["last"]
+    """The first and last date of the list, in the current time zone.
+
+    Two ``ORDER BY ... LIMIT 1`` reads rather than one ``MIN(), MAX()``: SQLite answers a lone
+    MIN or an ordered LIMIT from an index, but scans the whole index for both at once.
+    """
+    dates = queryset.values_list(field_name, flat=True)
+    first, last = dates.order_by(field_name).first(), dates.order_by(f"-{field_name}").first()
     if first is None or last is None:
         return None, None
     if isinstance(first, datetime.datetime):
