@@ -133,6 +133,7 @@ def test_log_in_read_a_running_execution_and_cancel_it(cluster, page, admin_serv
         assert "Cancel this execution?" in page.locator("#content-main").inner_text()
         assert Execution.objects.get(pk=running.id).status == "running"  # the confirmation changed nothing
         page.fill("#id_reason", "stopped from the browser test")
+        artifacts.screenshot(page, "admin-confirm-cancel")
         page.click("input[name=confirm]")
 
         assert f"Execution {running.id} cancelled." in page.locator("ul.messagelist").inner_text()

@@ -196,6 +196,8 @@ class ExecutionAdmin(RecordAdmin):
     search_fields = ("id__exact", "idempotency_key__exact", "workflow__exact")
     search_help_text = "An exact execution id, idempotency key or workflow name."
     date_hierarchy = "created_at"
+    # No column reads a related row (the parent is a link by id): nothing to join.
+    list_select_related = False
     # Sorting by another column would sort the whole table: these two are read off indexes.
     sortable_by = ("id", "created")
     steering = STEERING
