@@ -15,6 +15,7 @@ from typing import Any, Callable
 from django.db import connection
 from django.utils import timezone
 
+from bench import admin
 from bench.stats import median, timed_ms
 from durableflow.conf import df_settings
 from durableflow.models import Execution
@@ -129,7 +130,8 @@ def measure(sizes: list[int], repeats: int) -> dict[str, Any]:
     for size in sizes:
         grow(size)
         timings, returned = {}, {}
-        for name, query in queries().items():
+        # The admin's pages, whole requests, beside the raw queries (bench/admin.py).
+        for name, query in {**queries(), **admin.pages()}.items():
             returned[name] = len(query())
             timings[name] = median(timed_ms(query) for _ in range(repeats))
         out["sizes"][str(size)] = {"rows": Execution.objects.count(), "ms": timings, "returned": returned}

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0002_api_journal_index'),
+        ('durableflow', '0014_admin_search'),
     ]
 
     operations = [

@@ -90,6 +90,10 @@ class Execution(models.Model):
             models.Index(fields=["status", "-created_at", "-id"], name="durableflow_exec_status"),
             models.Index(fields=["workflow", "-created_at", "-id"], name="durableflow_exec_workflow"),
             models.Index(fields=["workflow", "status", "-created_at", "-id"], name="durableflow_exec_wf_status"),
+            # The admin's search by idempotency key (an exact match; most executions have none).
+            models.Index(
+                fields=["idempotency_key"], condition=Q(idempotency_key__isnull=False), name="durableflow_exec_idem"
+            ),
             # The sweep's two questions, over unfinished rows only: the index stays as small
             # as the set of live executions however long the history grows.
             models.Index(fields=["wake_at"], condition=status_in(DUE_ONLY), name="durableflow_exec_due"),
