@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
 from durableflow.engine.journal import Journal
-from durableflow.engine.records import Claim, ContinueAsNew, LeaseLost, StepConflict, StepRecordData, Suspend
+from durableflow.engine.records import (
+    CancelRequested,
+    Claim,
+    CompensateRequested,
+    ContinueAsNew,
+    LeaseLost,
+    StepConflict,
+    StepRecordData,
+    Suspend,
+)
+from durableflow.engine.sagas import Saga
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import StepStatus
 
@@ -29,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["Context", "Suspend", "MAX_KEY_LENGTH", "iso", "parse_iso"]
 
 MAX_KEY_LENGTH = 255  # StepRecord.key
+_FINISHED = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
 
 
 def iso(moment: datetime) -> str:
@@ -54,15 +65,22 @@ class Context:
         )
         from durableflow.engine.steps import StepAPI
 
+        from durableflow.engine.metadata import Metadata
+
         self.step = StepAPI(self)
+        self.metadata = Metadata(self)
         self._journal = journal
         self._settings = settings
         self._engine = engine  # the verbs steps call (an effect's begin, settle, watch)
         self._records = claim.records
         self._seen: set[str] = set()
         self._sites: Counter[tuple[str, int]] = Counter()
-        self._rng = random.Random(claim.execution_id)
+        self._rng = random.Random(claim.seed or claim.execution_id)
         self._now_calls = 0
+        self._metadata_calls = 0
+        self._saga = Saga(claim.records)
+        # cancel() asked this run to end: it stops at the first step without a finished record.
+        self._cancel = claim.cancel_requested
         self._in_step: str | None = None
         # Control flow the workflow code must not swallow: the first interrupt raised is
         # latched here and wins over whatever the code does with the exception.
@@ -103,6 +121,19 @@ class Context:
         _, decoded = values.roundtrip(params, max_bytes=self._settings.max_payload_bytes)
         self._go_live()
         raise self._latch(ContinueAsNew(decoded))
+
+    def compensate(self) -> None:
+        """End the run now by running its compensations, last-completed-first.
+
+        The run ends ``compensated`` (or ``compensation_failed``); nothing after this call runs.
+        """
+        if self.interrupt is not None:
+            raise self.interrupt
+        if self._in_step is not None:
+            raise exceptions.WorkflowValueError(
+                "NESTED_STEP", f"compensate was called inside the body of step {self._in_step!r}"
+            )
+        raise self._latch(CompensateRequested("compensate"))
 
     # Engine internals (used by StepAPI) ----------------------------------------------
 
@@ -160,12 +191,26 @@ class Context:
                     step=key,
                 )
             )
+        if self._cancel is not None and (record is None or record.status not in _FINISHED):
+            # The step boundary a cancelled run stops at: replayed steps before it have
+            # registered their compensations again.
+            raise self._latch(CancelRequested(self._cancel.get("message", "cancelled")))
         return record
 
     def _go_live(self) -> None:
         """Before running anything live: stop if the lease is already known to be lost."""
         if self._journal.lease_lost():
             raise self._latch(LeaseLost(self.execution_id))
+
+    def _mark_compensable(self) -> None:
+        """Before a compensable step runs live: mark the execution, once (see ``Journal.mark_compensable``)."""
+        if not self._saga.marked:
+            try:
+                self._journal.mark_compensable()
+            except LeaseLost as interrupt:
+                self._latch(interrupt)
+                raise
+            self._saga.marked = True
 
     def _write(self, record: StepRecordData, *, new: bool) -> StepRecordData:
         try:
