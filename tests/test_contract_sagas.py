@@ -505,3 +505,57 @@ def test_an_injected_running_compensation_record_is_closed_not_run(backend):
 
     assert calls == ["flight", "hotel", "undo:flight:F1"]
     assert _entries(backend.get(execution_id).compensations)[0] == ("hotel", "failed", "COMPENSATION_INTERRUPTED")
+
+
+@durableflow.workflow("sagas.compensable-body-cancelled")
+def compensable_body_cancelled_wf(ctx, params):
+    ctx.step.run("charge", cancel_from_inside, "charge", compensate=undo("charge"))
+
+
+def test_a_compensable_step_still_running_at_the_cancel_is_not_compensated(backend):
+    """Its result is refused, so there is nothing to give its compensation: the run ends
+    cancelled with an empty report (a body that must be undone then is made idempotent)."""
+    execution_id = backend.start("sagas.compensable-body-cancelled")
+    Live.execution_id = execution_id
+
+    assert backend.deliver(execution_id) == "lease-lost"
+    assert backend.get(execution_id).status == "pending"  # marked compensable before the body ran
+    backend.deliver(execution_id)
+
+    done = backend.get(execution_id)
+    assert (done.status, done.compensations) == ("cancelled", [])
+    assert calls == ["body:charge"]
+
+
+@durableflow.workflow("sagas.cancel-between-steps")
+def cancel_between_steps_wf(ctx, params):
+    ctx.step.run("a", act, "a")
+    Live.backend.cancel(ctx.execution_id)  # from outside, between two steps
+    ctx.step.run("b", act, "b", compensate=undo("b"))
+
+
+def test_a_cancel_before_a_compensable_step_keeps_its_body_from_running(backend):
+    execution_id = backend.start("sagas.cancel-between-steps")
+
+    assert backend.deliver(execution_id) == "lease-lost"  # the mark is refused: the lease is gone
+
+    done = backend.get(execution_id)
+    assert (done.status, done.compensable) == ("cancelled", False)
+    assert calls == ["a"]
+    assert [r.key for r in backend.records(execution_id)] == ["a"]
+
+
+def test_the_tester_runs_compensations_as_the_workers_do():
+    from durableflow.testing import WorkflowTester
+
+    tester = WorkflowTester()
+    execution = tester.start("sagas.trip", {"wait": True})
+    tester.run()
+
+    tester.cancel(execution.id)
+    tester.run()
+
+    report = tester.get(execution.id).compensations
+    assert [(c["step"], c["status"]) for c in report] == [("hotel", "completed"), ("flight", "completed")]
+    with pytest.raises(durableflow.ExecutionFailed):
+        tester.result(execution.id)

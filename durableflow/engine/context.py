@@ -78,7 +78,7 @@ class Context:
         self._rng = random.Random(claim.seed or claim.execution_id)
         self._now_calls = 0
         self._metadata_calls = 0
-        self._saga = Saga(claim.records)
+        self._saga = Saga()
         # cancel() asked this run to end: it stops at the first step without a finished record.
         self._cancel = claim.cancel_requested
         self._in_step: str | None = None
@@ -204,13 +204,17 @@ class Context:
 
     def _mark_compensable(self) -> None:
         """Before a compensable step runs live: mark the execution, once (see ``Journal.mark_compensable``)."""
-        if not self._saga.marked:
+        if self._saga.marked:
+            return
+        # A compensable step recorded already means the mark was written (read only when needed:
+        # a replay of a long journal without compensations should not scan it).
+        if not any(record.meta.get("compensate") for record in self._records.values()):
             try:
                 self._journal.mark_compensable()
             except LeaseLost as interrupt:
                 self._latch(interrupt)
                 raise
-            self._saga.marked = True
+        self._saga.marked = True
 
     def _write(self, record: StepRecordData, *, new: bool) -> StepRecordData:
         try:

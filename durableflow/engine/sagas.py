@@ -71,11 +71,9 @@ def compensation_key(step: str) -> str:
 class Saga:
     """The compensations one delivery registered, in the order their steps completed."""
 
-    def __init__(self, records: dict[str, StepRecordData]):
+    def __init__(self) -> None:
         self.registered: list[tuple[str, Callable[[Any], Any], Any]] = []
-        # The execution is marked compensable once a compensable step is recorded: then no
-        # delivery needs to mark it again.
-        self.marked = any(record.meta.get("compensate") for record in records.values())
+        self.marked = False  # this delivery marked the execution compensable (or found it marked)
 
     def register(self, key: str, fn: Callable[[Any], Any], value: Any) -> None:
         self.registered.append((key, fn, value))
