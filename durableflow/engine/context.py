@@ -4,7 +4,9 @@ A delivery runs the workflow function from the top. Each step method (``ctx.step
 ``durableflow.engine.steps``) looks its key up in the journal loaded at claim time: a
 completed step returns its recorded value without running; the first step without a record
 runs live and is written (one fenced write). Suspending (a sleep, a durable retry, a wait)
-raises ``Suspend``, which ends the delivery.
+raises ``Suspend``, which ends the delivery. A cancelled run (``cancel_requested`` in its claim)
+stops at the first step without a finished record with ``CancelRequested``, latched the same
+way, and its delivery unwinds (``durableflow.engine.sagas``).
 """
 
 from __future__ import annotations
@@ -63,9 +65,8 @@ class Context:
         self.logger = logging.LoggerAdapter(
             logging.getLogger("durableflow.workflow"), {"execution_id": claim.execution_id}
         )
-        from durableflow.engine.steps import StepAPI
-
         from durableflow.engine.metadata import Metadata
+        from durableflow.engine.steps import StepAPI
 
         self.step = StepAPI(self)
         self.metadata = Metadata(self)
