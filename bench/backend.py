@@ -101,7 +101,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import effects, inprocess, live, stores, waits
+    from bench import effects, inprocess, live, sagas, stores, waits
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -119,6 +119,7 @@ def main() -> None:
         print(f"  [{config['backend']}] replay, stores, timers, memory", flush=True)
         results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
         results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])
+        results["sagas"] = sagas.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same sizes
         results["stores"] = {
             "counter": stores.contended_counter(sizes["store_executions"], sizes["store_increments"]),
             "when": stores.when_latency(sizes["when_n"]),

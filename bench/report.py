@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import effects, transactions
+from bench import effects, sagas, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -77,6 +77,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     out["replay"] = _replay(raw["replay"], median(marginal))
     if "effects" in raw:
         out["effects"] = effects.summarize(raw["effects"])
+    if "sagas" in raw:
+        out["sagas"] = sagas.summarize(raw["sagas"])
     if "stores" in raw:
         out["stores"] = _stores(raw["stores"], median(floor_mean))
     out["timers"] = raw["timers"]
@@ -282,6 +284,8 @@ def table(summary: dict[str, Any]) -> str:
     if "effects" in summary:
         for label, value, unit in effects.rows(summary["effects"]):
             row(label, value, unit)
+    for label, value, unit in sagas.rows(summary["sagas"]) if "sagas" in summary else []:
+        row(label, value, unit)
     stores = summary.get("stores")
     if stores:
         row(f"store: contended counter ({stores['counter_updates']} updates)", stores["counter_updates_per_s"], "/s")

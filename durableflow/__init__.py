@@ -51,6 +51,8 @@ __all__ = [
     "start",
     "cancel",
     "retry",
+    "rerun",
+    "fork",
     "result",
     "send_event",
     "signal",
@@ -61,7 +63,9 @@ __all__ = [
 
 # The verbs touch the ORM, which must not be imported while Django loads its apps (this
 # package is imported then); they are resolved on first use instead.
-_OPERATIONS = frozenset({"start", "cancel", "retry", "result", "send_event", "signal", "complete_token"})
+_OPERATIONS = frozenset(
+    {"start", "cancel", "retry", "rerun", "fork", "result", "send_event", "signal", "complete_token"}
+)
 
 
 def __getattr__(name: str) -> Any:

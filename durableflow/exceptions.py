@@ -6,12 +6,13 @@ code the package raises or records is in it (``tests/test_error_codes.py`` check
 source), and this tree names the class that carries each::
 
     DurableflowError              DURABLEFLOW_ERROR
-    ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT
+    ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT,
+    │                             UNKNOWN_STEP, FORK_VERSION_MISMATCH (fork)
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
-    │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT
+    │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
@@ -22,9 +23,11 @@ source), and this tree names the class that carries each::
     ├── EffectDeliveryError       INVALID_EFFECT_RESULT, INVALID_EFFECT_LOOKUP (fail the delivery)
     ├── ExecutionFailed           EXECUTION_FAILED
     ├── ExecutionNotFound         NOT_FOUND, TOKEN_NOT_FOUND
-    └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED
+    └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun, fork)
 
-Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run).
+Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run),
+COMPENSATION_FAILED (of a run whose ``ctx.compensate()`` left a compensation failed), and in a
+compensation report: COMPENSATION_INTERRUPTED, COMPENSATION_UNREACHED.
 
 Answered by the REST API only (``durableflow.api.errors``: no exception class carries them;
 the API also answers with the codes above, e.g. ``NOT_FOUND``, ``PAYLOAD_TOO_LARGE``)::
@@ -63,6 +66,8 @@ CODES: dict[str, str] = {
     "UNKNOWN_WORKFLOW": "no workflow is registered under that name (at start; on a worker, the run stalls)",
     "INVALID_PARAMS": "params, execution_id or idempotency_key are not acceptable; nothing was written",
     "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
+    "UNKNOWN_STEP": "fork: the step key is not in the execution's journal (or is reserved, or a map item)",
+    "FORK_VERSION_MISMATCH": "fork: the workflow's registered version is not the one the execution ran with",
     # values and keys
     "INVALID_STEP_VALUE": "a step value is not a durable value (JSON data)",
     "INVALID_RESULT": "the workflow returned a value that is not a durable value",
@@ -80,6 +85,8 @@ CODES: dict[str, str] = {
     "STORE_CALLBACK_NOT_SYNC": "a store selector, updater, claim or initial is asynchronous",
     "INVALID_PAYLOAD": "an event, signal or token payload is not a durable value",
     "INVALID_EVENT": "an event type, event id, signal name, token or match is empty, too long or not text",
+    "INVALID_METADATA": "a metadata key, target or value is not acceptable, or the change does not fit the "
+    "current value (increment of a non-number, append to a non-list)",
     # replay
     "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
     # steps and waits
@@ -102,10 +109,15 @@ CODES: dict[str, str] = {
     "EXECUTION_FAILED": "the execution ended without completing",
     "NOT_FOUND": "no such execution",
     "INVALID_TRANSITION": "the execution's status does not allow that action",
+    "NOT_FINISHED": "rerun and fork act on finished executions only",
     # waits
     "TOKEN_NOT_FOUND": "no wait is registered for that token (and it names no unfinished execution's step)",
     "TOKEN_ALREADY_COMPLETED": "the token was completed before; a token is completed once",
     "CANCELLED": "the execution was cancelled",
+    # sagas
+    "COMPENSATION_FAILED": "ctx.compensate() ended the run and at least one compensation failed",
+    "COMPENSATION_INTERRUPTED": "a compensation was cut short (crash, lost lease); it is not run twice: check it",
+    "COMPENSATION_UNREACHED": "a compensable step is recorded, but the replay did not reach it (code changed)",
     # the REST API's own answers (HTTP status in the docstring above)
     "INVALID_JSON": "the request body is not JSON (or nests deeper than a durable value can)",
     "INVALID_REQUEST": "a field or query parameter is missing, unknown or of the wrong type",

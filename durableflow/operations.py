@@ -28,6 +28,8 @@ __all__ = [
     "get",
     "cancel",
     "retry",
+    "rerun",
+    "fork",
     "result",
     "send_event",
     "signal",
@@ -87,13 +89,26 @@ def get(execution_id: str) -> Execution:
 
 
 def cancel(execution_id: str, reason: str | None = None) -> Execution:
-    """Cancel an unfinished execution (``InvalidTransition`` for a finished one)."""
+    """Cancel an unfinished execution (``InvalidTransition`` for a finished one).
+
+    Its compensations run (in a delivery sent at once) before it ends ``cancelled``.
+    """
     return engine().cancel(execution_id, reason)
 
 
 def retry(execution_id: str) -> Execution:
     """Resume a failed (or stalled) execution from the step that failed it."""
     return engine().retry(execution_id)
+
+
+def rerun(execution_id: str) -> Execution:
+    """Start a new execution with the same workflow and params as a finished one, linked to it."""
+    return engine().rerun(execution_id)
+
+
+def fork(execution_id: str, *, from_step: str) -> Execution:
+    """Start a new execution keeping a finished one's journal before ``from_step``; the rest runs anew."""
+    return engine().fork(execution_id, from_step=from_step)
 
 
 def send_event(event_type: str, payload: Any = None, event_id: str | None = None) -> int:

@@ -17,8 +17,19 @@ from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import DUE_ONLY, ExecutionStatus, sources_for
 
 __all__ = ["statements", "cursor", "RECORD_FIELDS"]
-_JSON = frozenset({"value", "error", "meta", "params", "waiting_for"})
-_CLAIM_RETURNS = ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for", "queue")
+_JSON = frozenset({"value", "error", "meta", "params", "waiting_for", "cancel_requested", "compensations"})
+_CLAIM_RETURNS = (
+    "workflow",
+    "version",
+    "params",
+    "parent_id",
+    "root_id",
+    "deliveries",
+    "waiting_for",
+    "queue",
+    "cancel_requested",
+    "seed",
+)
 
 S = ExecutionStatus
 
@@ -151,7 +162,7 @@ class Statements:
 def decode_claim(row: tuple) -> tuple[dict[str, Any], datetime]:
     """The claimed execution's fields, and the database clock at the claim."""
     fields = dict(zip(_CLAIM_RETURNS, row[:-1], strict=True))
-    for name in ("params", "waiting_for"):
+    for name in ("params", "waiting_for", "cancel_requested"):
         fields[name] = _loads(fields[name])
     return fields, aware(row[-1])
 

@@ -21,6 +21,15 @@ run; only the storage is kept in memory. Waits are satisfied through the same ve
 Children run as the workers would run them, and the step bodies a workflow sends as their
 own tasks (``map`` items, ``run(queue=)``) are run by ``run()`` from the outbox.
 
+Sagas run as on the workers: ``cancel`` a run (or let a step fail uncaught) and ``run()``
+delivers its compensations; the report is on the execution:
+
+    tester.cancel(execution.id)
+    tester.run()
+    assert tester.get(execution.id).status == "cancelled"
+    report = tester.get(execution.id).compensations   # last-completed first
+    assert [(c["step"], c["status"]) for c in report] == [("charge", "completed"), ("reserve", "completed")]
+
 Transactional steps (``ctx.step.transaction``) keep their all-or-nothing in memory: when the
 body raises, or the step's record cannot be written (another delivery took the lease or
 recorded the step first), the step's transaction rolls back. The project's models are not in
@@ -90,6 +99,12 @@ class WorkflowTester:
 
     def retry(self, execution_id: str) -> MemoryExecution:
         return self.engine.retry(execution_id)
+
+    def rerun(self, execution_id: str) -> MemoryExecution:
+        return self.engine.rerun(execution_id)
+
+    def fork(self, execution_id: str, *, from_step: str) -> MemoryExecution:
+        return self.engine.fork(execution_id, from_step=from_step)
 
     def deliver(self, execution_id: str) -> str:
         return self.engine.deliver(execution_id)

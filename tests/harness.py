@@ -58,6 +58,12 @@ class Harness:
     def retry(self, execution_id: str):
         return self.engine.retry(execution_id)
 
+    def rerun(self, execution_id: str):
+        return self.engine.rerun(execution_id)
+
+    def fork(self, execution_id: str, *, from_step: str):
+        return self.engine.fork(execution_id, from_step=from_step)
+
     def sweep(self) -> dict[str, int]:
         return self.engine.sweep()
 

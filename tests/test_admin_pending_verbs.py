@@ -1,15 +1,12 @@
-"""Admin actions over the waits' verbs (signal, complete token) end to end, and those whose
-verbs come with a later issue (rerun, fork: issue 12): the admin side against stand-in verbs
-now, and end-to-end placeholders to enable when the verbs land."""
+"""Admin actions over the waits' verbs (signal, complete token) and the sagas' (rerun, fork):
+the admin side against stand-in verbs, then each end to end; the compensation report."""
 
 from __future__ import annotations
-
-import pytest
 
 import durableflow
 from durableflow import operations
 from durableflow.models import Execution, StepRecord
-from tests.admin_support import action_url, admin_client, no_broker, page_url, run, superuser  # noqa: F401 - fixtures
+from tests.admin_support import action_url, admin_client, no_broker, page_url, run, superuser, text  # noqa: F401
 
 
 def test_send_signal_calls_the_verb_with_the_parsed_payload(db, admin_client, monkeypatch):
@@ -71,7 +68,7 @@ def test_an_action_whose_verb_does_not_exist_is_not_offered(db, admin_client, mo
     assert admin_client.get(action_url(execution.id, "signal")).status_code == 404
 
 
-# Placeholders: the same actions end to end, enabled when issue 9 / issue 12 land their verbs -----------
+# The same actions end to end ------------------------------------------------------------------------------
 
 
 def test_complete_token_from_the_admin_form_ends_the_wait(db, admin_client):
@@ -103,13 +100,70 @@ def test_send_signal_from_the_admin_form_ends_the_wait(db, admin_client):
     assert StepRecord.objects.get(execution_id=execution.id, key="go").value == "now"
 
 
-@pytest.mark.skip(reason="needs durableflow.operations.rerun (issue 12)")
-def test_rerun_from_the_admin_starts_a_new_execution_with_the_same_params():
+def test_rerun_from_the_admin_starts_a_new_execution_with_the_same_params(db, admin_client):
     """Rerun a completed run from its page; the new execution has the same workflow and params
     and links back to the first one."""
+    execution = run("t.loop", {"n": 3})
+
+    response = admin_client.post(action_url(execution.id, "rerun"))
+
+    rerun = Execution.objects.get(origin_id=execution.id)
+    assert response.status_code == 302 and response["Location"] == page_url(rerun.id)
+    assert (rerun.workflow, rerun.params, rerun.origin_kind) == ("t.loop", {"n": 3}, "rerun")
+    operations.deliver(rerun.id)
+    assert Execution.objects.get(pk=rerun.id).result == 3
+    page = admin_client.get(page_url(rerun.id)).content.decode()
+    assert f'href="{page_url(execution.id)}"' in page and "rerun of" in page
+    origin_page = admin_client.get(page_url(execution.id)).content.decode()
+    assert f'href="{page_url(rerun.id)}"' in origin_page  # "Reruns and forks" panel
 
 
-@pytest.mark.skip(reason="needs durableflow.operations.fork (issue 12)")
-def test_fork_from_a_timeline_row_keeps_the_journal_before_that_step():
+def test_fork_from_a_timeline_row_keeps_the_journal_before_that_step(db, admin_client):
     """Fork from step "b" of a completed t.steps run; the new execution's journal holds "a"
     only until it runs, and it completes with the same result."""
+    execution = run("t.steps")
+
+    response = admin_client.post(action_url(execution.id, "fork"), {"from_step": "b"})
+
+    fork = Execution.objects.get(origin_id=execution.id)
+    assert response["Location"] == page_url(fork.id)
+    assert (fork.origin_kind, fork.origin_step) == ("fork", "b")
+    assert list(StepRecord.objects.filter(execution_id=fork.id).values_list("key", flat=True)) == ["a"]
+    operations.deliver(fork.id)
+    assert Execution.objects.get(pk=fork.id).result == execution.result
+    assert list(StepRecord.objects.filter(execution_id=fork.id).order_by("id").values_list("key", flat=True)) == [
+        "a",
+        "b",
+        "c",
+    ]
+
+
+def test_rerun_and_fork_are_offered_on_finished_runs_only(db, admin_client):
+    waiting = run("t.timer", {"seconds": 3600})
+    page = admin_client.get(page_url(waiting.id)).content.decode()
+
+    assert 'data-action="rerun"' not in page and 'data-action="fork"' not in page
+    refused = admin_client.post(action_url(waiting.id, "rerun"), follow=True).content.decode()
+    assert "Rerun refused" in refused and "only a finished execution" in refused
+    assert not Execution.objects.filter(origin_id=waiting.id).exists()
+
+
+def test_the_compensation_report_is_shown_on_the_page(db, admin_client):
+    execution = run("t.saga-trip", {"tag": "admin", "fail": True})
+    assert execution.status == "compensated"
+
+    page = text(admin_client.get(page_url(execution.id)))
+
+    assert "Compensations" in page
+    assert page.index("hotel completed") < page.index("flight completed")
+
+
+def test_a_cancel_with_compensations_shows_it_is_under_way(db, admin_client):
+    execution = run("t.saga-trip", {"tag": "admin-cancel"})
+    admin_client.post(action_url(execution.id, "cancel"), {"reason": "no longer needed"})
+
+    page = text(admin_client.get(page_url(execution.id)))
+    assert "cancel requested (no longer needed)" in page
+    operations.deliver(execution.id)
+    done = Execution.objects.get(pk=execution.id)
+    assert (done.status, [c["step"] for c in done.compensations]) == ("cancelled", ["hotel", "flight"])

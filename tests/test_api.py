@@ -22,7 +22,7 @@ from tests.helpers import uid
 EXECUTION_FIELDS = {
     "id", "workflow", "version", "status", "waiting_for", "wake_at", "parent", "root_id", "created_at",
     "started_at", "finished_at", "params", "result", "error", "metadata", "idempotency_key", "queue",
-    "deliveries", "deadline_at",
+    "deliveries", "deadline_at", "cancel_requested", "compensations", "origin_id", "origin_kind", "origin_step",
 }  # fmt: skip
 
 
@@ -411,6 +411,8 @@ def test_the_schema_is_openapi_3_of_the_api_alone(api):
         "/api/durableflow/executions/{id}/journal/",
         "/api/durableflow/executions/{id}/cancel/",
         "/api/durableflow/executions/{id}/retry/",
+        "/api/durableflow/executions/{id}/rerun/",
+        "/api/durableflow/executions/{id}/fork/",
         "/api/durableflow/executions/{id}/signals/",
         "/api/durableflow/workflows/",
         "/api/durableflow/events/",

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client, override_settings
 
 import durableflow
-from durableflow.models import Execution
+from durableflow.models import Execution, StepRecord
 from tests.apiclient import Api, error, make_user, no_send  # noqa: F401 - fixture
 
 
@@ -31,6 +31,8 @@ ROUTES = [
     Route("get", "executions/{pending}/journal/", "view_execution", 200),
     Route("post", "executions/{pending}/cancel/", "change_execution", 200, {"reason": "auth matrix"}),
     Route("post", "executions/{failed}/retry/", "change_execution", 200),
+    Route("post", "executions/{failed}/rerun/", "add_execution", 201),
+    Route("post", "executions/{done}/fork/", "add_execution", 201, {"from_step": "a"}),
     Route("get", "workflows/", "view_execution", 200),
     Route("get", "schema/", "view_execution", 200),
 ]
@@ -43,7 +45,10 @@ def targets(db, no_send) -> dict[str, str]:
     pending = durableflow.start("t.steps")
     failed = durableflow.start("t.steps")
     Execution.objects.filter(pk=failed.id).update(status="failed", error={"code": "STEP_FAILED", "message": "x"})
-    return {"pending": pending.id, "failed": failed.id}
+    done = durableflow.start("t.steps")
+    Execution.objects.filter(pk=done.id).update(status="completed", result={"a": 1})
+    StepRecord.objects.create(execution_id=done.id, key="a", kind="run", status="completed", attempts=1, value=1)
+    return {"pending": pending.id, "failed": failed.id, "done": done.id}
 
 
 def _state() -> list[tuple]:

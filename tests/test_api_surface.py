@@ -22,6 +22,8 @@ def test_public_api_is_pinned():
             "start",
             "cancel",
             "retry",
+            "rerun",
+            "fork",
             "result",
             "send_event",
             "signal",

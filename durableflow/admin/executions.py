@@ -23,6 +23,7 @@ from durableflow.admin.actions import Action
 from durableflow.admin.base import Panel, RecordAdmin
 from durableflow.admin.events import waits_panel
 from durableflow.admin.forms import ForkForm, ReasonForm, SignalForm, TokenForm
+from durableflow.admin.sagas import compensations_panel, lineage_panel
 from durableflow.admin.timeline import build as build_timeline
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.steering import is_stalled
@@ -58,7 +59,8 @@ STEERING = (
         explanation=(
             "The execution stops for good: a waiting run never wakes, and a running delivery is "
             "fenced out, so nothing it does after this is recorded (a step body already running "
-            "may still finish)."
+            "may still finish). A run with compensations is delivered once more to run them, "
+            "last-completed step first, and then ends cancelled."
         ),
         past="cancelled",
         form=ReasonForm,
@@ -87,6 +89,7 @@ STEERING = (
         explanation="A new execution of the same workflow starts with the same params; this one stays as it is.",
         past="rerun as a new execution",
         permission="start",
+        applies=lambda execution: execution.is_finished,
         follow=lambda new: new,
     ),
     Action(
@@ -101,6 +104,7 @@ STEERING = (
         past="forked",
         form=ForkForm,
         permission="start",
+        applies=lambda execution: execution.is_finished,
         follow=lambda new: new,
     ),
     Action(
@@ -212,7 +216,9 @@ class ExecutionAdmin(RecordAdmin):
     panels = (
         Panel("Journal", "admin/durableflow/execution/panel_journal.html", journal_panel, after_summary=True),
         Panel("Waits", "admin/durableflow/execution/panel_waits.html", waits_panel),
+        Panel("Compensations", "admin/durableflow/execution/panel_compensations.html", compensations_panel),
         Panel("Children", "admin/durableflow/execution/panel_children.html", children_panel),
+        Panel("Reruns and forks", "admin/durableflow/execution/panel_lineage.html", lineage_panel),
     )
 
     def get_fieldsets(self, request, obj=None):
@@ -222,7 +228,14 @@ class ExecutionAdmin(RecordAdmin):
         if obj is not None:
             summary += [name for name, shown in (("idempotency_key", obj.idempotency_key),) if shown]
             summary += [
-                name for name, shown in (("parent_link", obj.parent_id), ("root_link", obj.root_id != obj.pk)) if shown
+                name
+                for name, shown in (
+                    ("parent_link", obj.parent_id),
+                    ("root_link", obj.root_id != obj.pk),
+                    ("origin_link", obj.origin_id),
+                    ("cancel_requested_text", obj.cancel_requested and not obj.is_finished),
+                )
+                if shown
             ]
             present = {
                 "params_json": True,
@@ -234,7 +247,7 @@ class ExecutionAdmin(RecordAdmin):
             }
             data = [name for name in data if present[name]]
         else:
-            summary += ["idempotency_key", "parent_link", "root_link"]
+            summary += ["idempotency_key", "parent_link", "root_link", "origin_link"]
         return ((None, {"fields": summary}), ("Data", {"fields": data}))
 
     def get_changelist(self, request, **kwargs):
@@ -301,6 +314,18 @@ class ExecutionAdmin(RecordAdmin):
     @admin.display(description="parent")
     def parent_link(self, execution):
         return self._link(execution.parent_id)
+
+    @admin.display(description="made from")
+    def origin_link(self, execution):
+        if not execution.origin_id:
+            return "—"
+        step = format_html(" from step <code>{}</code>", execution.origin_step) if execution.origin_step else ""
+        return format_html("{} of {}{}", execution.origin_kind, self._link(execution.origin_id), step)
+
+    @admin.display(description="cancelling")
+    def cancel_requested_text(self, execution):
+        reason = (execution.cancel_requested or {}).get("message", "")
+        return f"cancel requested ({reason}): its compensations run, then it ends cancelled"
 
     @admin.display(description="root")
     def root_link(self, execution):

@@ -1,4 +1,4 @@
-"""``executions/``: start, list, read, long-poll, journal, cancel, retry, signals.
+"""``executions/``: start, list, read, long-poll, journal, cancel, retry, rerun, fork, signals.
 
 The views orchestrate; ``durableflow.operations`` decides (the same verbs as the Python API,
 so a refusal has the same code over HTTP as in Python). Reads of lists go through the ORM
@@ -25,6 +25,7 @@ from durableflow.api.pagination import ExecutionPagination, JournalPagination
 from durableflow.api.serializers import (
     CancelSerializer,
     ExecutionSerializer,
+    ForkSerializer,
     ExecutionSummarySerializer,
     StartSerializer,
     StepRecordSerializer,
@@ -69,6 +70,8 @@ class ExecutionViewSet(ApiViewSet):
         "create": "add",
         "cancel": "change",
         "retry": "change",
+        "rerun": "add",
+        "fork": "add",
         "signals": "change",
     }
     filter_backends = [DjangoFilterBackend]
@@ -83,6 +86,8 @@ class ExecutionViewSet(ApiViewSet):
             "create": StartSerializer,
             "cancel": CancelSerializer,
             "retry": StrictSerializer,
+            "rerun": StrictSerializer,
+            "fork": ForkSerializer,
             "journal": StepRecordSerializer,
             "signals": SignalSerializer,
         }.get(self.action, ExecutionSerializer)
@@ -109,8 +114,11 @@ class ExecutionViewSet(ApiViewSet):
             execution_id=data["execution_id"],
             idempotency_key=self._idempotency_key(request, data["idempotency_key"]),
         )
-        location = request.build_absolute_uri(f"{quote(execution.id, safe='')}/")
-        status = 201 if created else 200  # 200: an idempotent repeat, the first execution
+        return self._created(request, execution, "", 201 if created else 200)  # 200: an idempotent repeat
+
+    def _created(self, request, execution, up: str = "../../", status: int = 201) -> Response:
+        """The new execution, with its URL: relative to the request's (``executions/`` or a verb's)."""
+        location = request.build_absolute_uri(f"{up}{quote(execution.id, safe='')}/")
         return Response(ExecutionSerializer(execution).data, status=status, headers={"Location": location})
 
     @document(summary="One execution; ?wait= long-polls until it finishes", parameters=[WAIT])
@@ -143,6 +151,22 @@ class ExecutionViewSet(ApiViewSet):
     def retry(self, request, pk: str):
         self._valid(StrictSerializer, request)  # no fields: refuse any rather than ignore them
         return Response(ExecutionSerializer(operations.retry(pk)).data)
+
+    @document(summary="Start a new execution with a finished one's workflow and params (durableflow.rerun)",
+              request=None, responses={201: ExecutionSerializer})  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def rerun(self, request, pk: str):
+        self._valid(StrictSerializer, request)
+        check_exposed(operations.get(pk).workflow)  # it starts that workflow again
+        return self._created(request, operations.rerun(pk))
+
+    @document(summary="Start a new execution keeping a finished one's journal before a step (durableflow.fork)",
+              request=ForkSerializer, responses={201: ExecutionSerializer})  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def fork(self, request, pk: str):
+        data = self._valid(ForkSerializer, request)
+        check_exposed(operations.get(pk).workflow)
+        return self._created(request, operations.fork(pk, from_step=data["from_step"]))
 
     @document(summary="Send a signal to an unfinished execution (durableflow.signal)", request=SignalSerializer,
               responses={200: SatisfiedSerializer})  # fmt: skip

@@ -22,9 +22,10 @@ _READ_ERRORS = {
 }
 _WRITE_ERRORS = {
     **_READ_ERRORS,
-    "400": "INVALID_JSON, INVALID_REQUEST, or the engine's verdict (UNKNOWN_WORKFLOW, INVALID_PARAMS with detail.path)",
+    "400": "INVALID_JSON, INVALID_REQUEST, or the engine's verdict (UNKNOWN_WORKFLOW, INVALID_PARAMS with detail.path, "
+    "UNKNOWN_STEP for a fork)",
     "409": "a conflict: IDEMPOTENCY_CONFLICT, INVALID_TRANSITION (e.g. retrying a completed run), "
-    "TOKEN_ALREADY_COMPLETED",
+    "TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun or fork of an unfinished run), FORK_VERSION_MISMATCH",
     "413": "PAYLOAD_TOO_LARGE: the body is over MAX_PAYLOAD_BYTES (plus 64 KiB for the envelope)",
     "415": "UNSUPPORTED_MEDIA_TYPE: bodies are application/json",
 }

@@ -23,6 +23,7 @@ __all__ = [
     "DurableValueField",
     "StartSerializer",
     "CancelSerializer",
+    "ForkSerializer",
     "ExecutionSerializer",
     "ExecutionSummarySerializer",
     "StepRecordSerializer",
@@ -89,6 +90,12 @@ class CancelSerializer(StrictSerializer):
     reason = TextField(required=False, allow_null=True, default=None, help_text="recorded with the cancellation")
 
 
+class ForkSerializer(StrictSerializer):
+    """``POST executions/{id}/fork/``: the step the new execution runs again from."""
+
+    from_step = TextField(help_text="a step key of the execution's journal; the records before it are kept")
+
+
 class ExecutionSummarySerializer(serializers.ModelSerializer):
     """An execution in a list: what it is and where it stands, without its values."""
 
@@ -113,13 +120,20 @@ class ExecutionSummarySerializer(serializers.ModelSerializer):
 
 
 class ExecutionSerializer(ExecutionSummarySerializer):
-    """One execution: status, what it waits for, params, result, error and metadata."""
+    """One execution: status, what it waits for, params, result, error, metadata, its compensation
+    report, and the execution it was rerun or forked from (``origin_*``)."""
 
     params = DurableValueField(read_only=True)
     result = DurableValueField(read_only=True)
     error = DurableValueField(read_only=True)
     metadata = DurableValueField(read_only=True)
     waiting_for = DurableValueField(read_only=True)
+    cancel_requested = DurableValueField(
+        read_only=True, help_text="a cancel accepted while its compensations run: the error it will end with"
+    )
+    compensations = DurableValueField(
+        read_only=True, help_text="the compensation report: step, status, error, duration, in the order they ran"
+    )
 
     class Meta(ExecutionSummarySerializer.Meta):
         fields = [
@@ -132,6 +146,11 @@ class ExecutionSerializer(ExecutionSummarySerializer):
             "queue",
             "deliveries",
             "deadline_at",
+            "cancel_requested",
+            "compensations",
+            "origin_id",
+            "origin_kind",
+            "origin_step",
         ]
         read_only_fields = fields
 

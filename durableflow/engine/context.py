@@ -4,7 +4,9 @@ A delivery runs the workflow function from the top. Each step method (``ctx.step
 ``durableflow.engine.steps``) looks its key up in the journal loaded at claim time: a
 completed step returns its recorded value without running; the first step without a record
 runs live and is written (one fenced write). Suspending (a sleep, a durable retry, a wait)
-raises ``Suspend``, which ends the delivery.
+raises ``Suspend``, which ends the delivery. A cancelled run (``cancel_requested`` in its claim)
+stops at the first step without a finished record with ``CancelRequested``, latched the same
+way, and its delivery unwinds (``durableflow.engine.sagas``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,17 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
 from durableflow.engine.journal import Journal
-from durableflow.engine.records import Claim, ContinueAsNew, LeaseLost, StepConflict, StepRecordData, Suspend
+from durableflow.engine.records import (
+    CancelRequested,
+    Claim,
+    CompensateRequested,
+    ContinueAsNew,
+    LeaseLost,
+    StepConflict,
+    StepRecordData,
+    Suspend,
+)
+from durableflow.engine.sagas import Saga
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import StepStatus
 
@@ -29,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["Context", "Suspend", "MAX_KEY_LENGTH", "iso", "parse_iso"]
 
 MAX_KEY_LENGTH = 255  # StepRecord.key
+_FINISHED = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
 
 
 def iso(moment: datetime) -> str:
@@ -52,17 +65,23 @@ class Context:
         self.logger = logging.LoggerAdapter(
             logging.getLogger("durableflow.workflow"), {"execution_id": claim.execution_id}
         )
+        from durableflow.engine.metadata import Metadata
         from durableflow.engine.steps import StepAPI
 
         self.step = StepAPI(self)
+        self.metadata = Metadata(self)
         self._journal = journal
         self._settings = settings
         self._engine = engine  # the verbs steps call (an effect's begin, settle, watch)
         self._records = claim.records
         self._seen: set[str] = set()
         self._sites: Counter[tuple[str, int]] = Counter()
-        self._rng = random.Random(claim.execution_id)
+        self._rng = random.Random(claim.seed or claim.execution_id)
         self._now_calls = 0
+        self._metadata_calls = 0
+        self._saga = Saga()
+        # cancel() asked this run to end: it stops at the first step without a finished record.
+        self._cancel = claim.cancel_requested
         self._in_step: str | None = None
         # Control flow the workflow code must not swallow: the first interrupt raised is
         # latched here and wins over whatever the code does with the exception.
@@ -103,6 +122,19 @@ class Context:
         _, decoded = values.roundtrip(params, max_bytes=self._settings.max_payload_bytes)
         self._go_live()
         raise self._latch(ContinueAsNew(decoded))
+
+    def compensate(self) -> None:
+        """End the run now by running its compensations, last-completed-first.
+
+        The run ends ``compensated`` (or ``compensation_failed``); nothing after this call runs.
+        """
+        if self.interrupt is not None:
+            raise self.interrupt
+        if self._in_step is not None:
+            raise exceptions.WorkflowValueError(
+                "NESTED_STEP", f"compensate was called inside the body of step {self._in_step!r}"
+            )
+        raise self._latch(CompensateRequested("compensate"))
 
     # Engine internals (used by StepAPI) ----------------------------------------------
 
@@ -160,12 +192,30 @@ class Context:
                     step=key,
                 )
             )
+        if self._cancel is not None and (record is None or record.status not in _FINISHED):
+            # The step boundary a cancelled run stops at: replayed steps before it have
+            # registered their compensations again.
+            raise self._latch(CancelRequested(self._cancel.get("message", "cancelled")))
         return record
 
     def _go_live(self) -> None:
         """Before running anything live: stop if the lease is already known to be lost."""
         if self._journal.lease_lost():
             raise self._latch(LeaseLost(self.execution_id))
+
+    def _mark_compensable(self) -> None:
+        """Before a compensable step runs live: mark the execution, once (see ``Journal.mark_compensable``)."""
+        if self._saga.marked:
+            return
+        # A compensable step recorded already means the mark was written (read only when needed:
+        # a replay of a long journal without compensations should not scan it).
+        if not any(record.meta.get("compensate") for record in self._records.values()):
+            try:
+                self._journal.mark_compensable()
+            except LeaseLost as interrupt:
+                self._latch(interrupt)
+                raise
+        self._saga.marked = True
 
     def _write(self, record: StepRecordData, *, new: bool) -> StepRecordData:
         try:

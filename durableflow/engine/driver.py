@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING
 from durableflow import exceptions, values
 from durableflow.engine.context import Context
 from durableflow.engine.journal import Journal
+from durableflow.engine import sagas
 from durableflow.engine.records import (
+    CancelRequested,
     Claim,
+    CompensateRequested,
     Completed,
     ContinueAsNew,
     Continued,
@@ -25,6 +28,7 @@ from durableflow.engine.records import (
     Suspended,
 )
 from durableflow.engine.settings import EngineSettings
+from durableflow.engine.states import ExecutionStatus
 from durableflow.registry import Registry
 
 if TYPE_CHECKING:
@@ -70,6 +74,11 @@ def run(
     return type(outcome).__name__.lower()
 
 
+# What a cancelled run's replay may end with and still compensate: not a lost lease or a
+# conflict (another delivery goes on), nor a signal from outside (a worker shutting down).
+_ENDS_CANCELLED = (Exception, CancelRequested, CompensateRequested, Suspend, ContinueAsNew)
+
+
 def _replay(
     claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings, engine: Engine | None
 ) -> Outcome:
@@ -102,12 +111,17 @@ def _replay(
         result, error = None, exc
     if ctx.interrupt is not None:
         error = ctx.interrupt
+    if claim.cancel_requested is not None and (error is None or isinstance(error, _ENDS_CANCELLED)):
+        # Cancelled: however the replay ended (at the cancel, or done already), it compensates.
+        return _unwind(ctx, status=ExecutionStatus.CANCELLED, error=claim.cancel_requested)
     if error is None:
         try:
             return Completed(values.roundtrip(result, code="INVALID_RESULT", max_bytes=settings.max_payload_bytes)[1])
         except exceptions.WorkflowValueError as exc:
             exc.message = f"the workflow returned a value that cannot be journaled: {exc.message}"
-            return Failed(values.encode_error(exc))
+            error = exc
+    if isinstance(error, CompensateRequested):
+        return _unwind(ctx, status=None, error=None)
     if isinstance(error, Suspend):
         return Suspended(error.wake_at, error.waiting_for, guard=error.guard)
     if isinstance(error, ContinueAsNew):
@@ -120,7 +134,19 @@ def _replay(
     if isinstance(error, LeaseLost) or not isinstance(error, Exception):
         raise error
     logger.info("execution %s failed: %s", claim.execution_id, error)
-    return Failed(values.encode_error(error, step=getattr(error, "__durableflow_step__", None)))
+    encoded = values.encode_error(error, step=getattr(error, "__durableflow_step__", None))
+    # An uncaught error unwinds a saga; a broken effect protocol stays failed, for retry().
+    if ctx._saga.pending(claim.records) and not isinstance(error, exceptions.EffectDeliveryError):
+        return _unwind(ctx, status=None, error=encoded)
+    return Failed(encoded)
+
+
+def _unwind(ctx: Context, *, status: str | None, error: dict | None) -> Outcome:
+    try:
+        return sagas.unwind(ctx, status=status, error=error)
+    except StepConflict as conflict:
+        logger.warning("execution %s: %s while compensating; replaying", ctx.execution_id, conflict)
+        return Requeued("step-conflict")
 
 
 def _stall(claim: Claim, journal: Journal, error: exceptions.NonDeterminismError) -> Stalled:

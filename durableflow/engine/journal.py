@@ -81,6 +81,8 @@ class Journal:
             root_id=execution["root_id"],
             waiting_for=execution["waiting_for"],
             queue=execution["queue"],
+            cancel_requested=execution["cancel_requested"],
+            seed=execution["seed"],
         )
         return self.claimed
 
@@ -115,6 +117,16 @@ class Journal:
             raise StepConflict(f"step {record.key!r} could not be recorded")
         if not same_outcome(existing, record):
             raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
+
+    def mark_compensable(self) -> None:
+        """Mark the execution as having a compensation, before a compensable step's body runs.
+
+        Fenced by the lease, and a write on the execution's row: a ``cancel()`` either comes
+        first (this matches nothing: ``LeaseLost``, and the body never runs) or sees the mark
+        and replays the run to compensate it.
+        """
+        if not self.storage.update_execution(self.execution_id, {"compensable": True}, token=self.token):
+            self._rejected("compensable mark")
 
     def write_steps(self, records: list[StepRecordData]) -> None:
         """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""

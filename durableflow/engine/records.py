@@ -17,11 +17,14 @@ __all__ = [
     "Stalled",
     "Requeued",
     "Continued",
+    "Unwound",
     "Outcome",
     "LeaseLost",
     "StepConflict",
     "Suspend",
     "ContinueAsNew",
+    "CancelRequested",
+    "CompensateRequested",
     "outcome_fields",
     "retry_target",
     "same_outcome",
@@ -63,6 +66,9 @@ class Claim:
     root_id: str | None = None
     waiting_for: dict[str, Any] | None = None
     queue: str = ""
+    # cancel() asked this run to compensate and end: the error it ends with (see sagas).
+    cancel_requested: dict[str, Any] | None = None
+    seed: str | None = None  # what seeds ctx.random(), if not the execution id (a fork's)
 
 
 @dataclass
@@ -117,7 +123,17 @@ class Continued:
     execution_id: str  # the new execution's id (the same on every replay of this delivery)
 
 
-Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued, Continued]
+@dataclass
+class Unwound:
+    """The compensations ran (``durableflow.engine.sagas``): the run ends with ``status``
+    (cancelled, compensated or compensation_failed), ``error`` and the compensation ``report``."""
+
+    status: str
+    error: dict[str, Any] | None
+    report: list[dict[str, Any]]
+
+
+Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued, Continued, Unwound]
 
 
 class LeaseLost(BaseException):
@@ -149,6 +165,18 @@ class ContinueAsNew(BaseException):
         self.params = params
 
 
+class CancelRequested(BaseException):
+    """The run is cancelled: stop at this step boundary, then compensate (see ``sagas``).
+
+    A ``BaseException`` latched on the context: ``except BaseException`` in workflow code
+    cannot swallow it, every later step raises it again and it wins over what the code returns.
+    """
+
+
+class CompensateRequested(BaseException):
+    """``ctx.compensate()``: end the run by running its compensations now."""
+
+
 def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], bool]:
     """The execution fields an outcome sets, and whether to send a wake-up at once.
 
@@ -163,6 +191,8 @@ def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], boo
         fields.update(status=S.COMPLETED, result=None, error=None, finished_at=now, continued_as=outcome.execution_id)
     elif isinstance(outcome, Failed):
         fields.update(status=S.FAILED, error=outcome.error, finished_at=now)
+    elif isinstance(outcome, Unwound):
+        fields.update(status=outcome.status, error=outcome.error, compensations=outcome.report, finished_at=now)
     elif isinstance(outcome, (Suspended, Stalled)):
         due_now = outcome.wake_at is not None and outcome.wake_at <= now
         fields.update(

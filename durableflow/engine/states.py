@@ -64,11 +64,13 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.PENDING: frozenset({S.RUNNING, S.CANCELLED}),
     # A delivery's outcome; RUNNING -> RUNNING is a claim after a crashed delivery's lease
     # expired, RUNNING -> PENDING a delivery that ends without an outcome (a replay at once)
-    # or a cancel that must still run compensations.
+    # or a cancel that must still run compensations. A run that unwinds ends cancelled (on
+    # cancel), compensated or compensation_failed.
     S.RUNNING: frozenset(
         {S.RUNNING, S.PENDING, S.WAITING, S.COMPLETED, S.FAILED, S.CANCELLED, S.COMPENSATED, S.COMPENSATION_FAILED}
     ),
-    # Woken (by the sweep, an event, a signal...) or claimed once due; cancelled at once.
+    # Woken (by the sweep, an event, a signal...) or claimed once due; cancelled at once, or
+    # made pending by a cancel whose compensations a delivery must still run (engine/sagas.py).
     S.WAITING: frozenset({S.PENDING, S.RUNNING, S.CANCELLED}),
     # ``retry()`` resumes a failed run from the step that failed it.
     S.FAILED: frozenset({S.PENDING}),

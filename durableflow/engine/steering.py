@@ -53,41 +53,67 @@ class Steering:
         """Cancel an unfinished execution; it never runs again.
 
         Clearing the lease token fences out a delivery that is running it: its next journal
-        write matches nothing, so it stops at its next step boundary without an outcome.
+        write matches nothing, so it stops at its next step boundary without an outcome, and a
+        step it finishes afterwards has its result refused. An execution without a compensable
+        step is ``cancelled`` at once. One with a compensable step must replay to compensate
+        (its compensations are workflow code): the request is recorded (``cancel_requested``),
+        the execution made runnable and delivered at once; that delivery stops at the first
+        unfinished step, runs the compensations and records ``cancelled`` (see
+        ``durableflow.engine.sagas``). A cancel of one already being cancelled changes nothing.
+        Its unfinished children are cancelled too, each running its own compensations.
         """
         message = reason or "cancelled"
+        error = {"code": "CANCELLED", "message": message}
         with self.storage.atomic():
             execution = self.get(execution_id)
             check_transition(execution_id, execution.status, S.CANCELLED, "cancelled")
+            if execution.cancel_requested is not None:
+                return execution  # being cancelled: its compensating delivery is not disturbed
             # Nothing may satisfy its waits or run its items any more. Closed before the row is
             # written: a publisher locks a waiter, then its execution; the same order here.
             self.storage.end_waits(
-                execution_id,
-                {"status": StepStatus.FAILED, "error": {"code": "CANCELLED", "message": message}, "finished_at": NOW},
+                execution_id, {"status": StepStatus.FAILED, "error": error, "finished_at": NOW}
             )
-            updated = self.storage.update_execution(
+            # The fence, and the row's lock until this commits: a compensable step's mark
+            # (Journal.mark_compensable) is either read below or refused after this.
+            fenced = self.storage.update_execution(
                 execution_id,
-                {
-                    "status": S.CANCELLED,
-                    "error": {"code": "CANCELLED", "message": message},
-                    "lease_token": None,
-                    "lease_expires_at": None,
-                    "wake_at": None,
-                    "finished_at": NOW,
-                },
+                {"cancel_requested": error, "lease_token": None, "lease_expires_at": None},
                 statuses=sources_for(S.CANCELLED),
             )
-            if not updated:
+            if not fenced:
                 raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being cancelled")
-            # Read after the write, which holds the row: a wait registered on this execution's end
-            # is either seen here or sees it cancelled.
-            if self.get(execution_id).watched:
-                self.finished(execution_id)
+            if self.get(execution_id).compensable:
+                self._request_unwind(execution_id)
+            else:
+                self._end_cancelled(execution_id, error)
             # Its unfinished children are not wanted any more either.
             for child in self.storage.execution_ids(parent_id=execution_id, statuses=RUNNABLE):
                 self.cancel(child, f"its parent {execution_id} was cancelled")
+            cancelled = self.get(execution_id)
         logger.info("execution %s cancelled: %s", execution_id, message)
-        return self.get(execution_id)
+        return cancelled
+
+    def _end_cancelled(self: Engine, execution_id: str, error: dict[str, Any]) -> None:
+        updated = self.storage.update_execution(
+            execution_id,
+            {"status": S.CANCELLED, "error": error, "wake_at": None, "finished_at": NOW},
+            statuses=sources_for(S.CANCELLED),
+        )
+        if not updated:  # pragma: no cover - the row is held by this transaction
+            raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being cancelled")
+        # Read after the write, which holds the row: a wait registered on this execution's end
+        # is either seen here or sees it cancelled.
+        if self.get(execution_id).watched:
+            self.finished(execution_id)
+
+    def _request_unwind(self: Engine, execution_id: str) -> None:
+        """Make a cancelled execution with compensations runnable now: its delivery compensates."""
+        runnable = {"wake_at": None, "waiting_for": None, "enqueued_at": NOW}
+        moves = {status: {"status": S.PENDING, **runnable} for status in sources_for(S.PENDING) & RUNNABLE}
+        moves.update({status: runnable for status in RUNNABLE - set(moves)})  # pending already
+        for _, queue, _ in self.storage.mark_executions([execution_id], moves):
+            self.storage.enqueue(dispatch.DELIVER, (execution_id,), queue)
 
     def retry(self: Engine, execution_id: str) -> Any:
         """Resume a failed (or stalled) execution from the step that failed it.

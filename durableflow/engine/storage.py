@@ -76,6 +76,13 @@ Waits (events, signals, tokens, children)
     ``end_waits(id, fields)``            close the execution's open waiters (expired) and give its unfinished
                                          items ``fields``: it ended (cancelled) and nothing may satisfy them
 
+Sagas and metadata (``durableflow.engine.sagas``, ``durableflow.engine.metadata``, ``durableflow.engine.lineage``)
+    ``lock_metadata(id)``                the execution's metadata, its row locked until the transaction ends (a
+                                         row lock where the database has them; SQLite's IMMEDIATE transactions
+                                         serialise writers); None if there is no such execution
+    ``add_steps(id, records)``           insert records into the journal of an execution no delivery has claimed
+                                         yet (a fork's copy of its origin's journal), unfenced
+
 Step bodies as their own tasks (map items, run(queue=))
     ``claim_item(id, key, lease_seconds)``
                                          start an attempt of a waiting item (or of a running one whose attempt is
@@ -259,6 +266,10 @@ class Storage(Protocol):
     def watchers(self, execution_id: str) -> list[str]: ...
     def stranded_waiters(self, limit: int) -> list[str]: ...
     def end_waits(self, execution_id: str, fields: dict[str, Any]) -> None: ...
+
+    # Sagas and metadata
+    def lock_metadata(self, execution_id: str) -> dict[str, Any] | None: ...
+    def add_steps(self, execution_id: str, records: list[StepRecordData]) -> None: ...
 
     # Step bodies as their own tasks
     def claim_item(self, execution_id: str, key: str, lease_seconds: float) -> tuple[int, dict[str, Any]] | None: ...

@@ -70,6 +70,21 @@ class Execution(models.Model):
     wake_pending = models.BooleanField(default=False)
     # ctx.continue_as_new(): the execution that carries this one on (results are read there).
     continued_as = models.CharField(max_length=200, null=True, blank=True)
+    # Sagas (durableflow.engine.sagas). A compensable step is about to run or has run: a cancel
+    # must then replay the run to compensate it (set, fenced, before the step's body runs).
+    compensable = models.BooleanField(default=False)
+    # cancel() accepted while compensations must still run: the error the run will end with.
+    # Its next delivery stops at the first unfinished step, compensates and ends cancelled.
+    cancel_requested = models.JSONField(null=True, blank=True)
+    # The compensations that ran, last-completed-first: step, status, error, duration, times.
+    compensations = models.JSONField(null=True, blank=True)
+    # rerun() / fork(): the execution this one was made from, how, and (fork) from which step.
+    origin_id = models.CharField(max_length=200, null=True, blank=True)
+    origin_kind = models.CharField(max_length=16, null=True, blank=True)
+    origin_step = models.CharField(max_length=255, null=True, blank=True)
+    # What seeds ctx.random() and ctx.uuid() (None: the id): a fork keeps its origin's, so that
+    # the journal it kept replays the same draws.
+    seed = models.CharField(max_length=200, null=True, blank=True)
     # The lease of the delivery running it. Every journal write is fenced by the token.
     lease_token = models.CharField(max_length=32, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -102,6 +117,8 @@ class Execution(models.Model):
                 condition=status_in(ACTIVE),
                 name="durableflow_exec_active",
             ),
+            # An execution's reruns and forks (the admin's and the API's links back).
+            models.Index(fields=["origin_id"], condition=Q(origin_id__isnull=False), name="durableflow_exec_origin"),
         ]
         constraints = [
             models.UniqueConstraint(

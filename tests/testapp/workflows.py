@@ -10,6 +10,7 @@ from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import (
     admin_workflows,  # noqa: F401 - registers the admin tests' workflows
     effects,  # noqa: F401 - registers the workflows with effects
+    sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)
     txsteps,  # noqa: F401 - registers the transactional step workflows
     waits,  # noqa: F401 - registers the waits and composition workflows

@@ -68,6 +68,13 @@ class MemoryExecution:
     watched: bool = False
     wake_pending: bool = False
     continued_as: str | None = None
+    compensable: bool = False
+    cancel_requested: dict[str, Any] | None = None
+    compensations: list[dict[str, Any]] | None = None
+    origin_id: str | None = None
+    origin_kind: str | None = None
+    origin_step: str | None = None
+    seed: str | None = None
 
 
 _EXECUTION_FIELDS = frozenset(f.name for f in fields(MemoryExecution))
@@ -252,7 +259,17 @@ class MemoryCore:
             execution.wake_pending = False
             values = {
                 name: clone(getattr(execution, name))
-                for name in ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for")
+                for name in (
+                    "workflow",
+                    "version",
+                    "params",
+                    "parent_id",
+                    "root_id",
+                    "deliveries",
+                    "waiting_for",
+                    "cancel_requested",
+                    "seed",
+                )
             }
             values["queue"] = execution.queue
             return ClaimRow(values, clone(self.tables.steps[execution_id]), now)

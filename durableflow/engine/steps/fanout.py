@@ -109,7 +109,7 @@ class FanoutSteps(StepBase):
         ctx._record_live(key, "map", value, attempts=1, meta=record.meta, started_at=record.started_at)
         return value
 
-    def _run_remote(self, key, record, fn, fn_args, kwargs, queue, retry, schema, timeout) -> Any:
+    def _run_remote(self, key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable=False) -> Any:
         """``run(queue=)``: each attempt is an item on ``queue``; retries wait durably, as for ``run``."""
         ctx = self._ctx
         if record is not None and record.status == StepStatus.WAITING:
@@ -120,7 +120,7 @@ class FanoutSteps(StepBase):
                     raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": sent, "queue": queue})
                 started = started_at(record, record.started_at)
                 if attempt.status == StepStatus.COMPLETED:
-                    return self._succeeded(key, record, sent, attempt.value, schema, started)
+                    return self._succeeded(key, record, sent, attempt.value, schema, started, compensable)
                 return self._failed_attempt(key, record, sent, item_error(attempt), retry, started)
             self._wait_until_due(key, record)  # a retry: suspends until the next attempt is due
         path = function_path(fn)

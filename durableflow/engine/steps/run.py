@@ -28,22 +28,36 @@ class RunSteps(StepBase):
         timeout: float | None = None,
         **kwargs: Any,
     ) -> Any:
-        """Run ``fn(*args, **kwargs)`` once and journal its result; replay returns the record."""
+        """Run ``fn(*args, **kwargs)`` once and journal its result; replay returns the record.
+
+        ``compensate=undo``: once the step completed, ``undo(result)`` is its compensation
+        (``durableflow.engine.sagas``), run if the execution is cancelled, fails uncaught or
+        calls ``ctx.compensate()``.
+        """
         ctx = self._ctx
         key, rest = ctx._key(args)
         if not rest or not callable(rest[0]):
             raise TypeError("ctx.step.run(key, fn, *args, **kwargs) needs a callable")
         fn, fn_args = rest[0], tuple(rest[1:])
-        if compensate is not None or rate_limit is not None:
-            _not_yet("compensate", compensate, "saga compensation")
-            _not_yet("rate_limit", rate_limit, "rate limits")
+        if compensate is not None and not callable(compensate):
+            raise TypeError("ctx.step.run(..., compensate=fn) needs a callable taking the step's result")
+        _not_yet("rate_limit", rate_limit, "rate limits")
+        result = self._run(key, fn, fn_args, kwargs, retry, schema, compensate is not None, queue, timeout)
+        if compensate is not None:
+            ctx._saga.register(key, compensate, result)
+        return result
+
+    def _run(self, key, fn, fn_args, kwargs, retry, schema, compensable, queue, timeout) -> Any:
+        ctx = self._ctx
         record = ctx._reach(key, "run")
         if record is not None and record.status == StepStatus.COMPLETED:
             return apply_schema(key, schema, record.value, record.meta.get("schema"))
+        if compensable:
+            ctx._mark_compensable()  # before the body runs: a cancel from now on will compensate
         if queue is not None:
             if record is not None and record.status == StepStatus.FAILED:
                 ctx._raise_recorded(record)
-            return self._run_remote(key, record, fn, fn_args, kwargs, queue, retry, schema, timeout)
+            return self._run_remote(key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable)
         if record is not None:
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
@@ -53,9 +67,9 @@ class RunSteps(StepBase):
         )
         if error is not None:
             return self._failed_attempt(key, record, attempt, error, retry, started)
-        return self._succeeded(key, record, attempt, result, schema, started)
+        return self._succeeded(key, record, attempt, result, schema, started, compensable)
 
-    def _succeeded(self, key, record, attempt, result, schema, started):
+    def _succeeded(self, key, record, attempt, result, schema, started, compensable=False):
         ctx = self._ctx
         try:
             _, value = values.roundtrip(result, max_bytes=ctx._settings.max_payload_bytes)
@@ -66,6 +80,8 @@ class RunSteps(StepBase):
         if schema is not None:
             ok, parsed = validate(key, schema, value)
             meta["schema"] = "accepted" if ok else "rejected"
+        if compensable and ok:  # a value its schema rejects is raised, and registers nothing
+            meta["compensate"] = True
         ctx._record_live(key, "run", value, attempts=attempt, meta=meta, started_at=started_at(record, started))
         if not ok:
             raise parsed

@@ -1,0 +1,129 @@
+"""What sagas cost beside a ``run`` step: a compensable step, a compensation, a metadata change.
+
+Deliveries run in this process as a worker runs them (``operations.deliver``), on a queue no
+worker consumes. Four kinds of workflow of S trivial steps, each in one delivery:
+
+- ``run``: S ``run`` steps (``bench.steps``);
+- ``compensable``: S ``run`` steps with ``compensate=`` (the first also marks the execution);
+- ``compensation``: the same, then ``ctx.compensate()``: each step's compensation runs too
+  (two fenced writes each: started, then finished), ending ``compensated``;
+- ``metadata``: S ``ctx.metadata.increment`` calls (one transaction each: lock the row, insert
+  the record, write the metadata).
+
+The cost of one step is the slope between the smallest and the largest S (queries likewise);
+a compensation's own cost is the ``compensation`` slope minus the ``compensable`` one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import durableflow
+from bench.stats import median, timed_ms
+
+__all__ = ["overhead", "summarize", "rows"]
+
+QUEUE = "bench-sagas"
+KINDS = ("run", "compensable", "compensation", "metadata")
+WORKFLOWS = {
+    "run": "bench.steps",
+    "compensable": "bench.saga-steps",
+    "compensation": "bench.saga-steps",
+    "metadata": "bench.metadata-steps",
+}
+DONE = {"compensation": "compensated"}
+
+
+def _nothing(value: Any = None) -> None:
+    return None
+
+
+@durableflow.workflow("bench.saga-steps")
+def saga_steps(ctx, params):
+    for i in range(params["steps"]):
+        ctx.step.run(f"s{i}", _nothing, i, compensate=_nothing)
+    if params.get("compensate"):
+        ctx.compensate()
+
+
+@durableflow.workflow("bench.metadata-steps")
+def metadata_steps(ctx, params):
+    for _ in range(params["steps"]):
+        ctx.metadata.increment("done")
+
+
+def _deliver(kind: str, steps: int) -> float:
+    # Imported here: the report imports this module in a process without Django set up.
+    from durableflow import operations
+    from durableflow.models import Execution
+
+    params = {"steps": steps, "compensate": kind == "compensation"}
+    execution = durableflow.start(WORKFLOWS[kind], params, queue=QUEUE)
+    elapsed = timed_ms(lambda: operations.deliver(execution.id))
+    status = Execution.objects.values_list("status", flat=True).get(pk=execution.id)
+    if status != DONE.get(kind, "completed"):
+        raise RuntimeError(f"benchmark execution {execution.id} ({kind}) is {status}")
+    return elapsed
+
+
+def _queries(kind: str, steps: int) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        _deliver(kind, steps)
+    # The start's own queries are the same for every size: the slope leaves them out.
+    return len(captured.captured_queries)
+
+
+def overhead(sizes: list[int], repeats: int) -> dict[str, Any]:
+    """Per kind and size: delivery times (ms) of each repeat, interleaved by kind, and queries
+    (counted on separate deliveries: capturing them costs time)."""
+    for kind in KINDS:
+        _deliver(kind, 1)  # warm connections and prepared statements
+    out: dict[str, Any] = {kind: {str(size): {"ms": []} for size in sizes} for kind in KINDS}
+    for _ in range(repeats):
+        for size in sizes:
+            for kind in KINDS:
+                out[kind][str(size)]["ms"].append(_deliver(kind, size))
+    for kind in KINDS:
+        for size in sizes:
+            out[kind][str(size)]["queries"] = min(_queries(kind, size) for _ in range(2))
+    return out
+
+
+def summarize(raw: dict[str, Any]) -> dict[str, Any]:
+    """Per kind: marginal ms and queries per step, over ``run``; a compensation's own cost."""
+    out: dict[str, Any] = {}
+    for kind in KINDS:
+        sizes = sorted(int(size) for size in raw[kind])
+        small, large = raw[kind][str(sizes[0])], raw[kind][str(sizes[-1])]
+        span = sizes[-1] - sizes[0]
+        out[kind] = {
+            "ms_per_step": (median(large["ms"]) - median(small["ms"])) / span,
+            "queries_per_step": (large["queries"] - small["queries"]) / span,
+        }
+    for kind in KINDS[1:]:
+        out[kind]["ms_over_run"] = out[kind]["ms_per_step"] / out["run"]["ms_per_step"]
+    own = out["compensation"]["ms_per_step"] - out["compensable"]["ms_per_step"]
+    out["one_compensation"] = {"ms": own, "ms_over_run": own / out["run"]["ms_per_step"]}
+    return out
+
+
+def rows(summary: dict[str, Any]) -> list[tuple[str, float, str]]:
+    """The report's lines: (label, value, unit)."""
+    names = {
+        "run": "run step",
+        "compensable": "run step with compensate=",
+        "compensation": "compensable step + its compensation",
+        "metadata": "metadata.increment",
+    }
+    lines = []
+    for kind in KINDS:
+        lines.append((f"saga: {names[kind]}: marginal cost", summary[kind]["ms_per_step"], " ms"))
+        lines.append((f"saga: {names[kind]}: queries per step", summary[kind]["queries_per_step"], ""))
+        if kind != "run":
+            lines.append((f"saga: {names[kind]} / run step", summary[kind]["ms_over_run"], "x"))
+    lines.append(("saga: one compensation (journaled twice)", summary["one_compensation"]["ms"], " ms"))
+    lines.append(("saga: one compensation / run step", summary["one_compensation"]["ms_over_run"], "x"))
+    return lines

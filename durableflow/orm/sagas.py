@@ -1,0 +1,29 @@
+"""The ORM storage's part for sagas and metadata: the metadata row lock, journal copies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durableflow.engine.records import RECORD_FIELDS, StepRecordData
+from durableflow.models import StepRecord
+
+__all__ = ["OrmSagas"]
+
+
+class OrmSagas:
+    """Metadata and journal copies on the models (a part of ``OrmStorage``)."""
+
+    def lock_metadata(self, execution_id: str) -> dict[str, Any] | None:
+        # Called inside the caller's transaction: FOR UPDATE holds the row until it ends, so
+        # concurrent read-modify-writes of one execution's metadata queue up instead of losing one.
+        rows = self._executions().filter(pk=execution_id).order_by().select_for_update()
+        found = list(rows.values_list("metadata", flat=True)[:1])
+        return (found[0] or {}) if found else None
+
+    def add_steps(self, execution_id: str, records: list[StepRecordData]) -> None:
+        self._steps().bulk_create(
+            [
+                StepRecord(execution_id=execution_id, **{name: getattr(record, name) for name in RECORD_FIELDS})
+                for record in records
+            ]
+        )
