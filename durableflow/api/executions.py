@@ -25,8 +25,8 @@ from durableflow.api.pagination import ExecutionPagination, JournalPagination
 from durableflow.api.serializers import (
     CancelSerializer,
     ExecutionSerializer,
-    ForkSerializer,
     ExecutionSummarySerializer,
+    ForkSerializer,
     StartSerializer,
     StepRecordSerializer,
     StrictSerializer,

@@ -8,9 +8,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import exceptions, values
+from durableflow.engine import sagas
 from durableflow.engine.context import Context
 from durableflow.engine.journal import Journal
-from durableflow.engine import sagas
 from durableflow.engine.records import (
     CancelRequested,
     Claim,
