@@ -19,6 +19,7 @@ from durableflow import exceptions, stores
 from durableflow.engine.store_types import define_store
 from durableflow.exceptions import (  # noqa: F401 - re-exported
     ChildExecutionError,
+    DocumentError,
     DurableflowError,
     EffectDeliveryError,
     ExecutionFailed,
@@ -34,6 +35,7 @@ from durableflow.exceptions import (  # noqa: F401 - re-exported
     WorkflowValueError,
 )
 from durableflow.options import Concurrency, RateLimit, Retry
+from durableflow.documents.tasks import task
 from durableflow.registry import workflow
 
 __version__ = "0.1.0"
@@ -41,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     # defining workflows
     "workflow",
+    "task",
     "Retry",
     "RateLimit",
     "Concurrency",
