@@ -36,7 +36,6 @@ __all__ = [
     "decode",
     "roundtrip",
     "invalid_reason",
-    "first_fault",
     "text_fault",
     "encode_error",
     "decode_error",
@@ -52,11 +51,6 @@ def invalid_reason(value: Any) -> str | None:
     """Return why ``value`` is not a durable value (``"<JSON pointer>: <why>"``), or None."""
     fault = _first_fault(value)
     return None if fault is None else f"{fault[0]}: {fault[1]}"
-
-
-def first_fault(value: Any) -> tuple[str, str] | None:
-    """``(JSON pointer, why)`` of the first offender in ``value`` (``"/"`` for the value itself), or None."""
-    return _first_fault(value)
 
 
 def _first_fault(value: Any) -> tuple[str, str] | None:
