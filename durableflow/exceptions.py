@@ -12,7 +12,7 @@ source), and this tree names the class that carries each::
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY
-    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
+    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
     ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
@@ -27,7 +27,7 @@ source), and this tree names the class that carries each::
     │                             INVALID_LIMIT, NESTING_TOO_DEEP, UNBOUNDED_CYCLE, INVALID_EXPRESSION,
     │                             UNKNOWN_TASK, DAG_ENDPOINTS, DAG_UNKNOWN_NODE, DAG_EDGE, DAG_CYCLE,
     │                             DAG_UNREACHABLE
-    │     when saved:             DOCUMENT_NAME_TAKEN, DOCUMENT_EXISTS
+    │     when saved:             INVALID_DOCUMENT_NAME, DOCUMENT_NAME_TAKEN, DOCUMENT_EXISTS
     │     at run time:            VISIT_LIMIT_EXCEEDED, EXPRESSION_FAILED
     ├── ExecutionFailed           EXECUTION_FAILED
     ├── ExecutionNotFound         NOT_FOUND
@@ -130,6 +130,7 @@ CODES: dict[str, str] = {
     "DAG_CYCLE": "a DAG's edges form a cycle",
     "DAG_UNREACHABLE": "a DAG node is not on a path from the input node to the output node",
     # workflow documents: saving, running
+    "INVALID_DOCUMENT_NAME": "a document's name is not a non-blank string of at most 200 characters",
     "DOCUMENT_NAME_TAKEN": "a code workflow is registered under the document's name",
     "DOCUMENT_EXISTS": "a document with that name exists: PUT a new revision instead",
     "VISIT_LIMIT_EXCEEDED": "a document run entered a state more often than its limit",

@@ -70,7 +70,7 @@ def run(
 def _replay(
     claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings, engine: Engine | None
 ) -> Outcome:
-    definition = registry.get(claim.workflow)
+    definition = registry.get(claim.workflow, claim.version)
     if definition is None:
         return _stall(
             claim,

@@ -9,6 +9,7 @@ import durableflow
 from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import (
     admin_workflows,  # noqa: F401 - registers the admin tests' workflows
+    document_tasks,  # noqa: F401 - registers the tasks workflow documents run
     effects,  # noqa: F401 - registers the workflows with effects
     stores,  # noqa: F401 - store workflows (and their crash hook)
     txsteps,  # noqa: F401 - registers the transactional step workflows
