@@ -1,9 +1,12 @@
 """The workflow registry: ``@durableflow.workflow`` and lookups by name.
 
-Code workflows register here at import. Other kinds of workflows come from **sources** added
-with ``add_source``: workflow documents (``durableflow.documents.source``) are found by name
-in their table through one, so that ``durableflow.start(name)`` and a delivery find a
-document exactly as they find code. A code workflow wins over a source's of the same name.
+Code workflows register here at import. Other kinds of workflows come from **sources**: a
+registry ``layered(source)`` over this one sees the same code workflows and, under other
+names, the source's. The Django face runs its verbs on ``registry.layered(documents)``, whose
+source finds workflow documents in their table (``durableflow.orm.documents``), so that
+``durableflow.start(name)`` and a delivery find a document exactly as they find code; the
+engine, the in-memory tester and this module stay free of the database. A code workflow
+wins over a source's of the same name.
 """
 
 from __future__ import annotations
@@ -55,18 +58,15 @@ class Registry:
 
     def __init__(self) -> None:
         self._definitions: dict[str, WorkflowDefinition] = {}
-        self._sources: list[WorkflowSource] = []
+        self._sources: tuple[WorkflowSource, ...] = ()
         self._lock = threading.Lock()
 
-    def add_source(self, source: WorkflowSource) -> None:
-        with self._lock:
-            if source not in self._sources:
-                self._sources.append(source)
-
-    def remove_source(self, source: WorkflowSource) -> None:
-        with self._lock:
-            if source in self._sources:
-                self._sources.remove(source)
+    def layered(self, *sources: WorkflowSource) -> Registry:
+        """A registry with this one's code workflows (registered before or after) and ``sources``."""
+        layered = Registry()
+        layered._definitions, layered._lock = self._definitions, self._lock
+        layered._sources = (*self._sources, *sources)
+        return layered
 
     def register(self, definition: WorkflowDefinition) -> None:
         with self._lock:

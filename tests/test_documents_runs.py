@@ -22,9 +22,8 @@ def backend(request):
     else:
         request.getfixturevalue("db")
         harness = OrmHarness()
-    harness.engine.registry = Registry()
-    harness.documents = MemoryDocuments(harness.engine.registry)
-    harness.engine.registry.add_source(harness.documents)
+    harness.documents = MemoryDocuments(Registry())
+    harness.engine.registry = Registry().layered(harness.documents)
     document_tasks.calls.clear()
     yield harness
     harness.close()

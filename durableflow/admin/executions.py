@@ -26,7 +26,7 @@ from durableflow.admin.timeline import build as build_timeline
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.steering import is_stalled
 from durableflow.models import Execution, StepRecord
-from durableflow.registry import registry
+from durableflow.orm.documents import registry
 
 __all__ = ["ExecutionAdmin", "WorkflowFilter", "STEERING"]
 
@@ -129,7 +129,7 @@ STEERING = (
 
 
 class WorkflowFilter(admin.SimpleListFilter):
-    """Workflows from the registry: no ``SELECT DISTINCT workflow`` over the table."""
+    """Workflows from the registry (code and documents): no ``SELECT DISTINCT workflow`` over the table."""
 
     title = "workflow"
     parameter_name = "workflow"

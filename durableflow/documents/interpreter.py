@@ -37,7 +37,7 @@ def run(ctx: Any, compiled: dict[str, Any], params: Any) -> Any:
     """Run ``compiled`` (a revision's compiled form) on ``ctx`` with ``params`` as ``input``."""
     machine = Run(compiled, params)
     trace = Tracer(ctx, machine)
-    trace.transition(machine.start())
+    trace.transition(machine.begin())
     states = compiled["states"]
     while True:
         state = states[machine.current]

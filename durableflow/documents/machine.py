@@ -42,7 +42,7 @@ class Run:
 
     # moving -------------------------------------------------------------------------------
 
-    def start(self) -> Transition:
+    def begin(self) -> Transition:
         return self.enter(Transition(None, self.compiled["initial"], "start"))
 
     def enter(self, transition: Transition) -> Transition:

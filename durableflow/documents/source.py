@@ -109,6 +109,8 @@ class DocumentSource:
         self._lock = threading.Lock()
 
     def get(self, name: str, version: str | None = None) -> WorkflowDefinition | None:
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME or values.text_fault(name):
+            return None  # no document can have it (and no database could be asked for it)
         if version is None:
             found = self._latest_valid(name)
             return None if found is None else self._definition(found)

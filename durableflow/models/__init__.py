@@ -3,8 +3,9 @@
 The database is the source of truth: a Celery message only says "look at execution X".
 """
 
+from durableflow.models.documents import WorkflowDocument
 from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
 from durableflow.models.stores import Store, StoreLedger, StoreWaiter
 
-__all__ = ["Execution", "StepRecord", "Effect", "EffectWatch", "Store", "StoreLedger", "StoreWaiter"]
+__all__ = ["Execution", "StepRecord", "Effect", "EffectWatch", "Store", "StoreLedger", "StoreWaiter", "WorkflowDocument"]
