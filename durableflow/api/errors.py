@@ -29,6 +29,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "IDEMPOTENCY_CONFLICT": 409,
     "INVALID_TRANSITION": 409,
     "PAYLOAD_TOO_LARGE": 413,
+    "DOCUMENT_EXISTS": 409,
+    "DOCUMENT_NAME_TAKEN": 409,
 }
 # Errors that are the caller's to fix: answered 400 unless STATUS_BY_CODE says otherwise.
 CLIENT_ERRORS = (
@@ -36,6 +38,7 @@ CLIENT_ERRORS = (
     exceptions.WorkflowValueError,
     exceptions.ExecutionNotFound,
     exceptions.InvalidTransition,
+    exceptions.DocumentError,  # detail.pointer: the offending member of the document
 )
 
 

@@ -78,9 +78,10 @@ def definition_for(name: str, revision: int, compiled: dict[str, Any]) -> Workfl
 
 def check_name(name: Any, registry: Registry) -> str:
     """A document's name: like a workflow's, and not one a code workflow has."""
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME or values.text_fault(name):
+    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME or values.text_fault(name) or "/" in name:
         raise exceptions.DocumentError(
-            "INVALID_DOCUMENT_NAME", f"a document's name is a non-blank string of at most {MAX_NAME} characters"
+            "INVALID_DOCUMENT_NAME",
+            f"a document's name is a non-blank string of at most {MAX_NAME} characters, without '/' (it is a URL part)",
         )
     if registry.is_code(name):
         raise exceptions.DocumentError(
