@@ -35,6 +35,7 @@ __all__ = [
     "sweep",
     "publish",
     "save_document",
+    "validate_document",
 ]
 
 
@@ -141,6 +142,13 @@ def save_document(name: str, document: Any, *, new: bool | None = None):
     (``NOT_FOUND``). Running executions keep the revision they started with.
     """
     return documents.save(name, document, new=new)
+
+
+def validate_document(pk: int) -> dict[str, int]:
+    """Compile a stored revision again (after a deploy changed the tasks) and record the verdict."""
+    from durableflow.models import WorkflowDocument
+
+    return documents.validate_again(WorkflowDocument.objects.using(db_alias()).filter(pk=pk))
 
 
 # Deliveries -------------------------------------------------------------------------------

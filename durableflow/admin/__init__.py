@@ -12,9 +12,11 @@
 ``executions`` executions and their journals
 ``stores``     stores: state, waiters, the ledger of applied steps
 ``effects``    effects: status, attempts, who began it
+``documents``  workflow documents: edited (a new revision per save), problems at the member,
+               the statechart as SVG
 
 A capability adds its pages as a module here (``stores``, ``effects``, ``events``…) importing
 these bases, and one import line below.
 """
 
-from durableflow.admin import effects, executions, stores  # noqa: F401 - registers the ModelAdmins
+from durableflow.admin import documents, effects, executions, stores  # noqa: F401 - registers the ModelAdmins

@@ -72,7 +72,7 @@ class RevisionSummarySerializer(serializers.ModelSerializer):
 class RevisionSerializer(RevisionSummarySerializer):
     """A revision: the document as saved and its compiled form (what its executions run)."""
 
-    document = DurableValueField(read_only=True)
+    document = DurableValueField(read_only=True, source="authored", help_text="as saved (members in that order)")
     compiled = DurableValueField(read_only=True)
 
     class Meta(RevisionSummarySerializer.Meta):
@@ -132,7 +132,8 @@ class DocumentViewSet(ApiViewSet):
             rows = rows.filter(revision=int(raw))
         row = rows.first()
         if row is None:
-            raise exceptions.ExecutionNotFound(message=f"no workflow document {name!r}" + (f" revision {raw}" if raw else ""))
+            which = f"{name!r} revision {raw}" if raw else repr(name)
+            raise exceptions.ExecutionNotFound(message=f"no workflow document {which}")
         return Response(RevisionSerializer(row).data)
 
     @describe(

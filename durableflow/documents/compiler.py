@@ -105,8 +105,8 @@ class _Lowering:
         states = body.get("states")
         if not isinstance(states, dict) or not states:
             why = "missing" if states is None else "not a non-empty object"
-            raise Error("MISSING_MEMBER" if states is None else "INVALID_MEMBER",
-                        f"states is {why}: a scope declares its states by name", pointer=f"{prefix}/states")  # fmt: skip
+            code = "MISSING_MEMBER" if states is None else "INVALID_MEMBER"
+            raise Error(code, f"states is {why}: a scope declares its states by name", pointer=f"{prefix}/states")
         if len(self.states) + len(states) > MAX_STATES:
             raise Error("DOCUMENT_TOO_LARGE", f"more than {MAX_STATES} states", pointer=f"{prefix}/states")
         initial = body.get("initial")

@@ -66,8 +66,8 @@ def render(compiled: dict[str, Any], *, highlight: str | None = None) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="durableflow-statechart" width="{width:.0f}" '
         f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="sans-serif" font-size="12">',
-        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" "
-        "markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>",
+        '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+        'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>',
     ]
     layer_of = {i: n for n, row in enumerate(rows) for i in row}
     left = [min(boxes[i][0] for i in row) for row in rows]  # each layer's left edge
@@ -182,7 +182,8 @@ def _node(state: dict[str, Any], box: tuple[float, float, float], initial: bool,
     title = escape(f"{state['path']} ({kind}{', limit ' + str(state['limit']) if limit else ''})")
     name = escape(_short(state["name"], LABEL_MAX))
     within = state["path"].rsplit("/", 1)[0] if state.get("parent") is not None else ""
-    tag = escape(f"{KIND_LABEL[kind]}{limit}{' · start' if initial else ''}{' · in ' + _short(within, 16) if within else ''}")
+    tag = f"{KIND_LABEL[kind]}{limit}{' · start' if initial else ''}"
+    tag = escape(f"{tag} · in {_short(within, 16)}" if within else tag)
     return (f'<g class="state state-{kind}" data-path="{escape(state["path"], {chr(34): "&quot;"})}">'
             f"<title>{title}</title>{shape}"
             f'<text x="{x + w / 2:.1f}" y="{y + 19:.1f}" text-anchor="middle" font-weight="bold">{name}</text>'
@@ -202,23 +203,27 @@ def _edge(source, target, label: str, route: str | float) -> str:
         # Near the source, on the outer side: the labels of a state's transitions stay apart.
         anchor = "end" if x2 < x1 - 4 else "start"
         lx, ly = x1 + (x2 - x1) * 0.3 + (-4 if anchor == "end" else 4), y1 + (y2 - y1) * 0.3 + 4
-        return (f'<g class="transition"><path d="{path}" fill="none" stroke="#555" marker-end="url(#arrow)"/>'
-                f'<text x="{lx:.1f}" y="{ly:.1f}" fill="#333" font-size="10" text-anchor="{anchor}">{text}</text></g>')  # fmt: skip
+        return _drawn(path, lx, ly, text, anchor)
     elif route != "loop":
         x1, y1, x2, y2 = sx, sy + NODE_H / 2, tx, ty + NODE_H / 2
         bend = min(float(route), x1 - 20, x2 - 20)
         path = f"M{x1:.1f},{y1:.1f} C{bend:.1f},{y1:.1f} {bend:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
         lx, ly = bend - 4, (y1 + y2) / 2
-        return (f'<g class="transition"><path d="{path}" fill="none" stroke="#555" marker-end="url(#arrow)"/>'
-                f'<text x="{lx:.1f}" y="{ly:.1f}" fill="#333" font-size="10" text-anchor="end">{text}</text></g>')  # fmt: skip
+        return _drawn(path, lx, ly, text, "end")
     else:  # a loop (or a step sideways): out of the right side, round, into the target's right
         x1, y1 = sx + sw, sy + NODE_H / 2
         x2, y2 = tx + tw, ty + NODE_H / 2
         bend = max(x1, x2) + 40
         path = f"M{x1:.1f},{y1:.1f} C{bend:.1f},{y1:.1f} {bend:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"
         lx, ly = bend - 8, (y1 + y2) / 2
-    return (f'<g class="transition"><path d="{path}" fill="none" stroke="#555" marker-end="url(#arrow)"/>'
-            f'<text x="{lx:.1f}" y="{ly:.1f}" fill="#333" font-size="10">{text}</text></g>')  # fmt: skip
+    return _drawn(path, lx, ly, text, "start")
+
+
+def _drawn(path: str, x: float, y: float, text: str, anchor: str) -> str:
+    return (
+        f'<g class="transition"><path d="{path}" fill="none" stroke="#555" marker-end="url(#arrow)"/>'
+        f'<text x="{x:.1f}" y="{y:.1f}" fill="#333" font-size="10" text-anchor="{anchor}">{text}</text></g>'
+    )
 
 
 def _message(text: str) -> str:

@@ -14,6 +14,7 @@ subclass's: ``MemoryDocuments`` here (the in-memory tester), the ORM's in
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -169,7 +170,7 @@ class MemoryDocuments(DocumentSource):
         """
         check_name(name, self.registry)
         compiled = compile_document(document)
-        document = values.roundtrip(document)[1]
+        document = json.loads(json.dumps(document))  # a copy, in its author's order
         revisions = self._revisions.setdefault(name, [])
         if revisions and revisions[-1].document == document:
             return revisions[-1].revision

@@ -31,6 +31,9 @@ class WorkflowDocument(models.Model):
     name = models.CharField(max_length=200)
     revision = models.PositiveIntegerField()
     document = models.JSONField(help_text='the statechart: {"$workflow": "0.2", "initial": ..., "states": {...}}')
+    # The document's JSON text as saved: its members in their author's order, which
+    # PostgreSQL's jsonb does not keep (the admin edits this text, the API returns it).
+    source = models.TextField(blank=True, default="", editable=False)
     compiled = models.JSONField(null=True, blank=True, editable=False)
     valid = models.BooleanField(null=True, editable=False)
     # The first problem found: {"code", "message", "pointer"} (None when valid).
@@ -49,6 +52,13 @@ class WorkflowDocument(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} #{self.revision}"
+
+    @property
+    def authored(self) -> object:
+        """The document with its members in the order they were written."""
+        import json
+
+        return json.loads(self.source) if self.source else self.document
 
     @property
     def version(self) -> str:

@@ -14,12 +14,13 @@ racing write it once (and compute the same verdict anyway).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
 
-from durableflow import exceptions, values
+from durableflow import exceptions
 from durableflow.documents.compiler import compile_document
 from durableflow.documents.source import DocumentSource, Revision, check_name
 from durableflow.models import WorkflowDocument
@@ -74,8 +75,8 @@ def save(name: str, document: Any, *, new: bool | None = None) -> tuple[Workflow
     nothing: a revision that could not run is never written by this path.
     """
     check_name(name, code_registry)
-    compiled = compile_document(document)
-    document = values.roundtrip(document)[1]
+    compiled = compile_document(document)  # also proves it JSON data (every member is checked)
+    source = json.dumps(document, indent=2, ensure_ascii=False)
     rows = WorkflowDocument.objects.using(db_alias())
     for _ in range(_RACES):
         latest = rows.named(name).first()
@@ -85,7 +86,7 @@ def save(name: str, document: Any, *, new: bool | None = None) -> tuple[Workflow
             )
         if new is False and latest is None:
             raise exceptions.ExecutionNotFound(message=f"no workflow document is named {name!r}")
-        if latest is not None and latest.valid and latest.document == document:
+        if latest is not None and latest.valid and latest.source == source:
             return latest, False
         try:
             with transaction.atomic(using=db_alias()):
@@ -93,6 +94,7 @@ def save(name: str, document: Any, *, new: bool | None = None) -> tuple[Workflow
                     name=name,
                     revision=(latest.revision + 1) if latest else 1,
                     document=document,
+                    source=source,
                     compiled=compiled,
                     valid=True,
                 )
@@ -107,7 +109,7 @@ def validate_again(rows) -> dict[str, int]:
     the verdict. A pinned run keeps the compiled form it started with either way."""
     counts = {"valid": 0, "invalid": 0}
     for row in rows:
-        verdict = _verdict(row.document)
+        verdict = _verdict(row.authored)
         fields = {"valid": verdict["valid"], "error": verdict["error"]}
         if row.compiled is None and verdict["compiled"] is not None:
             fields["compiled"] = verdict["compiled"]
@@ -120,7 +122,7 @@ def _compiled(row: WorkflowDocument) -> WorkflowDocument:
     """``row`` with its verdict; a fixture's uncompiled row is compiled now and recorded once."""
     if row.valid is not None:
         return row
-    verdict = _verdict(row.document)
+    verdict = _verdict(row.authored)
     WorkflowDocument.objects.using(db_alias()).filter(pk=row.pk, valid__isnull=True).update(**verdict)
     row.valid, row.error, row.compiled = verdict["valid"], verdict["error"], verdict["compiled"]
     return row
