@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import effects, transactions
+from bench import documents, effects, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -75,6 +75,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     out["replay"] = _replay(raw["replay"], median(marginal))
     if "effects" in raw:
         out["effects"] = effects.summarize(raw["effects"])
+    if "documents" in raw:
+        out["documents"] = documents.summarize(raw["documents"])
     if "stores" in raw:
         out["stores"] = _stores(raw["stores"], median(floor_mean))
     out["timers"] = raw["timers"]
@@ -240,6 +242,9 @@ def table(summary: dict[str, Any]) -> str:
     row("replay per step / live per step", replay["replay_over_live_per_step"], "x")
     if "effects" in summary:
         for label, value, unit in effects.rows(summary["effects"]):
+            row(label, value, unit)
+    if "documents" in summary:
+        for label, value, unit in documents.rows(summary["documents"]):
             row(label, value, unit)
     stores = summary.get("stores")
     if stores:
