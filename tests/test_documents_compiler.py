@@ -6,8 +6,10 @@ import json
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from durableflow import DocumentError
+from durableflow import DocumentError, exceptions
 from durableflow.documents import compile_document
 from tests import document_corpus as corpus
 
@@ -112,3 +114,44 @@ def _timed(fn) -> float:
     started = time.process_time()
     fn()
     return time.process_time() - started
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=True) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _members(value, path=()):
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _members(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _members(item, (*path, index))
+
+
+PATHS = list(_members(corpus.valid()))
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(path=st.sampled_from(PATHS), value=JSON | st.sampled_from([object(), {1: 2}, ("a",), b"x", float("inf")]))
+def test_any_member_replaced_by_anything_compiles_or_is_refused_with_a_document_error(path, value):
+    document = corpus.valid()
+    if path:
+        *parents, last = path
+        target = document
+        for part in parents:
+            target = target[part]
+        target[last] = value
+    else:
+        document = value
+    try:
+        compiled = compile_(document)
+    except DocumentError as refused:
+        assert refused.code in exceptions.CODES
+        assert refused.pointer == "" or refused.pointer.startswith("/")
+    else:
+        json.dumps(compiled, allow_nan=False)

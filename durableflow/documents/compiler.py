@@ -298,7 +298,7 @@ _checked: set[str] = set()  # expressions known to compile (the text is the whol
 
 
 def _expression(value: Any, pointer: str, *member: str | int) -> str | None:
-    if value is None or value in _checked:
+    if value is None or type(value) is str and value in _checked:
         return value
     text = compile_expression(value, join(pointer, *member))
     if len(_checked) < 10_000:

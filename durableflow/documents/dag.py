@@ -99,7 +99,7 @@ def _node(name: str, spec: Any, at: str, task_ref: TaskRef) -> dict[str, Any]:
     if not isinstance(spec, dict):
         raise Error("INVALID_MEMBER", 'a node is {"kind": "input" | "task" | "output", ...}', pointer=at)
     kind = spec.get("kind")
-    if kind not in NODE_MEMBERS:
+    if type(kind) is not str or kind not in NODE_MEMBERS:
         raise Error("INVALID_MEMBER", f'kind is "input", "task" or "output", not {kind!r}', pointer=f"{at}/kind")
     only(spec, NODE_MEMBERS[kind], at)
     node: dict[str, Any] = {"kind": kind, "after": []}

@@ -17,6 +17,8 @@ def only(obj: dict, allowed: frozenset[str], pointer: str) -> None:
     if obj.keys() <= allowed:
         return
     unknown = next(key for key in obj if key not in allowed)
+    if type(unknown) is not str:
+        raise exceptions.DocumentError("DOCUMENT_NOT_JSON", f"a key {unknown!r} that is not a string", pointer=pointer)
     raise exceptions.DocumentError(
         "UNKNOWN_MEMBER",
         f"unknown member {unknown[:200]!r} (this object takes: {', '.join(sorted(allowed))})",
