@@ -57,3 +57,18 @@ def test_the_documents_package_imports_no_django_and_no_celery():
     )
     found = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
     assert found.stdout.strip() == ""
+
+
+def test_the_tester_runs_documents_in_memory():
+    from durableflow.testing import WorkflowTester
+    from tests.testapp import document_tasks  # noqa: F401 - registers t.double
+
+    tester = WorkflowTester()
+    tester.save_document("tester.doc", {"$workflow": "0.2", "initial": "twice", "states": {
+        "twice": {"work": {"task": "t.double", "version": "1"}, "then": "pause"},
+        "pause": {"on": [], "after": {"ms": 3600000, "to": "done"}},
+        "done": {"final": True},
+    }})  # fmt: skip
+    execution = tester.start("tester.doc", 21)
+    assert tester.run_until_finished(execution.id) == 42
+    assert [r.key for r in tester.records(execution.id) if r.kind != "trace"] == ["twice@1", "pause@1"]
