@@ -47,6 +47,9 @@ FULL = {
     "store_executions": 50,
     "store_increments": 20,
     "when_n": 30,
+    "waits_n": 30,
+    "map_items": 100,
+    "map_repeats": 3,
 }
 SMOKE = {
     "rounds": 1,
@@ -73,6 +76,9 @@ SMOKE = {
     "store_executions": 5,
     "store_increments": 4,
     "when_n": 3,
+    "waits_n": 3,
+    "map_items": 10,
+    "map_repeats": 1,
 }
 PG = "postgresql://postgres@127.0.0.1:5432"
 

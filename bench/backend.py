@@ -101,7 +101,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import documents, effects, inprocess, live, stores
+    from bench import documents, effects, inprocess, live, stores, waits
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -115,6 +115,7 @@ def main() -> None:
         for number in range(sizes["rounds"]):
             print(f"  [{config['backend']}] round {number + 1}/{sizes['rounds']}", flush=True)
             results["rounds"].append(_round(number, config, inprocess, live))
+            results["rounds"][-1]["waits"] = waits.measure(sizes["waits_n"], sizes["map_items"], sizes["map_repeats"])
         print(f"  [{config['backend']}] replay, stores, timers, memory", flush=True)
         results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
         results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])

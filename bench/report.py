@@ -72,6 +72,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         }
     if all("dbos" in r for r in rounds):
         _add_dbos(out, rounds, marginal, ours_tp)
+    if all("waits" in r for r in rounds):
+        out["waits"] = _waits(rounds)
     out["replay"] = _replay(raw["replay"], median(marginal))
     if "effects" in raw:
         out["effects"] = effects.summarize(raw["effects"])
@@ -104,6 +106,32 @@ def _add_dbos(out, rounds, marginal, ours_tp) -> None:
     out["step"]["marginal_vs_dbos"] = _ratio(marginal, dbos_marginal)
     out["throughput"]["dbos_wf_s"] = spread(dbos_tp)
     out["throughput"]["vs_dbos"] = _ratio(ours_tp, dbos_tp)
+
+
+def _waits(rounds) -> dict[str, Any]:
+    waits = [r["waits"] for r in rounds]
+
+    def stat(name: str, q: str = "p50") -> dict[str, float]:
+        return spread([w[name][q] for w in waits])
+
+    def ratio(ours: str, theirs: str) -> dict[str, float]:
+        return _ratio([w[ours]["p50"] for w in waits], [w[theirs]["p50"] for w in waits])
+
+    return {
+        "event_p50_ms": stat("event_ms"),
+        "event_p99_ms": stat("event_ms", "p99"),
+        "chain_p50_ms": stat("chain_ms"),
+        "chain_p99_ms": stat("chain_ms", "p99"),
+        "event_vs_chain_p50": ratio("event_ms", "chain_ms"),
+        "invoke_p50_ms": stat("invoke_ms"),
+        "invoke_p99_ms": stat("invoke_ms", "p99"),
+        "one_step_p50_ms": stat("one_step_ms"),
+        "invoke_vs_one_step_p50": ratio("invoke_ms", "one_step_ms"),
+        "map_items": waits[0]["map_items"],
+        "map_s": stat("map_s"),
+        "group_s": stat("group_s"),
+        "map_vs_group": ratio("map_s", "group_s"),
+    }
 
 
 def _replay(replay: dict[str, Any], live_step_ms: float) -> dict[str, Any]:
@@ -236,6 +264,19 @@ def table(summary: dict[str, Any]) -> str:
             row(f"latency {size} step(s): DBOS p50", summary["dbos"]["latency_p50_ms"][size], " ms")
     for label, stats, unit in transactions.rows(summary["transactions"]) if "transactions" in summary else []:
         row(label, stats, unit)
+    waits = summary.get("waits")
+    if waits:
+        row("event -> resume: durableflow p50", waits["event_p50_ms"], " ms")
+        row("event -> resume: durableflow p99", waits["event_p99_ms"], " ms")
+        row("event -> resume: 1-task chain p50 (same run)", waits["chain_p50_ms"], " ms")
+        row("event -> resume: 1-task chain p99", waits["chain_p99_ms"], " ms")
+        row("event -> resume / chain p50", waits["event_vs_chain_p50"], "x")
+        row("invoke round trip p50", waits["invoke_p50_ms"], " ms")
+        row("invoke round trip p99", waits["invoke_p99_ms"], " ms")
+        row("invoke / 1-step workflow p50", waits["invoke_vs_one_step_p50"], "x")
+        row(f"map of {waits['map_items']} items", waits["map_s"], " s")
+        row(f"Celery group of {waits['map_items']} tasks", waits["group_s"], " s")
+        row("map / group", waits["map_vs_group"], "x")
     replay = summary["replay"]
     for n, ms in replay["replay_ms"].items():
         row(f"replay of {n} recorded steps", ms, " ms")

@@ -81,3 +81,22 @@ def store_when(ctx, params):
     """Wait for a flag; the step after it records when the waiter went on."""
     ctx.step.store(Flag, id=params["store"]).when("ready", lambda state: state["ready"])
     return ctx.step.run("woke", time.time)
+
+
+@durableflow.workflow("bench.wait-event")
+def wait_event(ctx, params):
+    """Waits for its event; the step after records the wall clock at the resume."""
+    ctx.step.wait_for_event("event", "bench.go", match={"id": params["id"]})
+    return ctx.step.run("resumed", time.time)
+
+
+@durableflow.workflow("bench.invoke")
+def invoke(ctx, params):
+    """A parent that invokes a one-step child and returns its result."""
+    return ctx.step.invoke("child", "bench.steps", {"steps": 1})
+
+
+@durableflow.workflow("bench.map")
+def map_items(ctx, params):
+    """Fan-out of trivial items, each its own task, gathered in order."""
+    return ctx.step.map("items", trivial, list(range(params["items"])))

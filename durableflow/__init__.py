@@ -55,13 +55,16 @@ __all__ = [
     "cancel",
     "retry",
     "result",
+    "send_event",
+    "signal",
+    "complete_token",
     # errors
     *exceptions.__all__,
 ]
 
 # The verbs touch the ORM, which must not be imported while Django loads its apps (this
 # package is imported then); they are resolved on first use instead.
-_OPERATIONS = frozenset({"start", "cancel", "retry", "result"})
+_OPERATIONS = frozenset({"start", "cancel", "retry", "result", "send_event", "signal", "complete_token"})
 
 
 def __getattr__(name: str) -> Any:

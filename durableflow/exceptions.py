@@ -11,7 +11,7 @@ source), and this tree names the class that carries each::
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
-    │                             TRANSACTION_ASYNC_BODY
+    │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
@@ -30,8 +30,8 @@ source), and this tree names the class that carries each::
     │     when saved:             INVALID_DOCUMENT_NAME, DOCUMENT_NAME_TAKEN, DOCUMENT_EXISTS
     │     at run time:            VISIT_LIMIT_EXCEEDED, EXPRESSION_FAILED
     ├── ExecutionFailed           EXECUTION_FAILED
-    ├── ExecutionNotFound         NOT_FOUND
-    └── InvalidTransition         INVALID_TRANSITION
+    ├── ExecutionNotFound         NOT_FOUND, TOKEN_NOT_FOUND
+    └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED
 
 Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run).
 
@@ -88,6 +88,8 @@ CODES: dict[str, str] = {
     "UNKNOWN_STORE": "no store is defined under that name",
     "STORE_READ_ONLY": "a store selector tried to change the state it reads",
     "STORE_CALLBACK_NOT_SYNC": "a store selector, updater, claim or initial is asynchronous",
+    "INVALID_PAYLOAD": "an event, signal or token payload is not a durable value",
+    "INVALID_EVENT": "an event type, event id, signal name, token or match is empty, too long or not text",
     # replay
     "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
     # steps and waits
@@ -139,6 +141,9 @@ CODES: dict[str, str] = {
     "EXECUTION_FAILED": "the execution ended without completing",
     "NOT_FOUND": "no such execution",
     "INVALID_TRANSITION": "the execution's status does not allow that action",
+    # waits
+    "TOKEN_NOT_FOUND": "no wait is registered for that token (and it names no unfinished execution's step)",
+    "TOKEN_ALREADY_COMPLETED": "the token was completed before; a token is completed once",
     "CANCELLED": "the execution was cancelled",
     # the REST API's own answers (HTTP status in the docstring above)
     "INVALID_JSON": "the request body is not JSON (or nests deeper than a durable value can)",
@@ -246,6 +251,13 @@ class ChildExecutionError(DurableflowError):
     """A child execution did not complete."""
 
     default_code = "CHILD_FAILED"
+
+    def __init__(self, code=None, message=None, *, execution_id=None, status=None, error=None, **detail):
+        # Kept in ``detail`` too, so that the recorded error (and a replay) carries them.
+        super().__init__(code, message, execution_id=execution_id, status=status, error=error, **detail)
+        self.execution_id = execution_id
+        self.status = status
+        self.error = error
 
 
 class WorkflowEffectError(DurableflowError):

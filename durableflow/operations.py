@@ -30,8 +30,12 @@ __all__ = [
     "cancel",
     "retry",
     "result",
+    "send_event",
+    "signal",
+    "complete_token",
     "wait_finished",
     "deliver",
+    "run_item",
     "sweep",
     "publish",
     "save_document",
@@ -94,6 +98,26 @@ def cancel(execution_id: str, reason: str | None = None) -> Execution:
 def retry(execution_id: str) -> Execution:
     """Resume a failed (or stalled) execution from the step that failed it."""
     return engine().retry(execution_id)
+
+
+def send_event(event_type: str, payload: Any = None, event_id: str | None = None) -> int:
+    """Publish an event; return how many waits it satisfied (0 for a repeated ``event_id``).
+
+    Every wait for ``event_type`` whose ``match`` the payload contains takes it (each
+    execution once), and each workflow declared ``on_event=event_type`` starts an execution
+    with the payload as params (once per ``event_id``).
+    """
+    return engine().send_event(event_type, payload, event_id)
+
+
+def signal(execution_id: str, name: str, payload: Any = None) -> int:
+    """Send a signal to an unfinished execution: its next ``wait_for_signal(name)`` gets it, in order."""
+    return engine().signal(execution_id, name, payload)
+
+
+def complete_token(token: str, payload: Any = None) -> int:
+    """Complete a token once (``TOKEN_ALREADY_COMPLETED`` after that): its wait returns ``payload``."""
+    return engine().complete_token(token, payload)
 
 
 def result(execution_id: str, timeout: float | None = None, *, poll_interval: float = 0.05) -> Any:
@@ -162,6 +186,13 @@ def deliver(execution_id: str) -> str:
     if not connections[db_alias()].in_atomic_block:
         close_old_connections()
     return engine().deliver(execution_id)
+
+
+def run_item(execution_id: str, key: str) -> str:
+    """One step body run as its own task: a map item or a run(queue=) attempt (what the task runs)."""
+    if not connections[db_alias()].in_atomic_block:
+        close_old_connections()
+    return engine().run_item(execution_id, key)
 
 
 def sweep() -> dict[str, int]:

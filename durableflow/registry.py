@@ -113,6 +113,10 @@ class Registry:
             )
         return definition
 
+    def for_event(self, event_type: str) -> list[WorkflowDefinition]:
+        """The workflows started by each published event of ``event_type`` (``on_event=``)."""
+        return sorted((d for d in self._definitions.values() if d.on_event == event_type), key=lambda d: d.name)
+
     def all(self) -> list[WorkflowDefinition]:
         """Every workflow a start can name (code, then sources' under other names), by name."""
         found = dict(self._definitions)

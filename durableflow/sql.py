@@ -66,7 +66,7 @@ class Statements:
         self.claim_sql = (
             f"UPDATE {execution} SET {ec('status')} = '{S.RUNNING}', {ec('lease_token')} = %(token)s, "
             f"{ec('lease_expires_at')} = {until}, {ec('deliveries')} = {ec('deliveries')} + 1, "
-            f"{ec('started_at')} = COALESCE({ec('started_at')}, {now}) "
+            f"{ec('started_at')} = COALESCE({ec('started_at')}, {now}), {ec('wake_pending')} = FALSE "
             f"WHERE {ec('id')} = %(id)s "
             f"AND ({ec('status')} IN ({anytime}) "
             f"OR ({ec('status')} IN ({when_due}) AND {ec('wake_at')} <= {now})) "
@@ -91,18 +91,23 @@ class Statements:
         )
         self.now_sql = f"SELECT {now}"
         self._casts, self._text, self._ec, self._table = casts, text, ec, execution
-        self._outcome_sql: dict[tuple[str, ...], str] = {}
+        self._outcome_sql: dict[tuple[tuple[str, ...], bool], str] = {}
 
-    def outcome(self, fields: dict[str, Any], execution_id: str, token: str, adapt) -> tuple[str, dict[str, Any]]:
-        """UPDATE of the execution's outcome ``fields``, fenced by the lease token."""
+    def outcome(
+        self, fields: dict[str, Any], execution_id: str, token: str, adapt, *, unless_woken: bool = False
+    ) -> tuple[str, dict[str, Any]]:
+        """UPDATE of the execution's outcome ``fields``, fenced by the lease token, returning
+        whether the execution is watched; ``unless_woken``: only if no wake-up is pending."""
         names = tuple(sorted(fields))
-        sql = self._outcome_sql.get(names)
+        sql = self._outcome_sql.get((names, unless_woken))
         if sql is None:
             ec, text = self._ec, self._text
             assignments = ", ".join(f"{ec(name)} = %({name})s{self._casts.get(name, '')}" for name in names)
-            sql = self._outcome_sql[names] = (
+            condition = f" AND {ec('wake_pending')} = FALSE" if unless_woken else ""
+            sql = self._outcome_sql[(names, unless_woken)] = (
                 f"UPDATE {self._table} SET {assignments} "
-                f"WHERE {ec('id')} = %(fence_id)s{text} AND {ec('lease_token')} = %(fence_token)s{text}"
+                f"WHERE {ec('id')} = %(fence_id)s{text} AND {ec('lease_token')} = %(fence_token)s{text}{condition} "
+                f"RETURNING {ec('watched')}"
             )
         params = {"fence_id": execution_id, "fence_token": token}
         for name, value in fields.items():

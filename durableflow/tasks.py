@@ -19,6 +19,11 @@ def deliver(execution_id: str) -> str:
     return operations.deliver(execution_id)
 
 
+@shared_task(name=dispatch.RUN_ITEM, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_item(execution_id: str, key: str) -> str:
+    return operations.run_item(execution_id, key)
+
+
 @shared_task(name=dispatch.SWEEP, ignore_result=True)
 def sweep() -> dict[str, int]:
     return operations.sweep()

@@ -10,7 +10,16 @@
 
 Timers and retries fire at once: ``run_until_finished`` moves the tester's clock to the next
 due time whenever nothing else is runnable. The verbs are the engine's, the ones the workers
-run; only the storage is kept in memory.
+run; only the storage is kept in memory. Waits are satisfied through the same verbs:
+
+    execution = tester.start("approval", {"order": 7})
+    tester.run()                                   # now waiting for its event
+    tester.send_event("order.approved", {"order": 7})
+    tester.signal(execution.id, "note", "hello")   # or complete_token(f"{execution.id}:approve")
+    assert tester.run_until_finished(execution.id) == ...
+
+Children run as the workers would run them, and the step bodies a workflow sends as their
+own tasks (``map`` items, ``run(queue=)``) are run by ``run()`` from the outbox.
 
 Transactional steps (``ctx.step.transaction``) keep their all-or-nothing in memory: when the
 body raises, or the step's record cannot be written (another delivery took the lease or
@@ -33,7 +42,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Callable
 
-from durableflow import exceptions
+from durableflow import dispatch, exceptions
 from durableflow.documents.source import MemoryDocuments
 from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution, MemoryTable
 from durableflow.engine.records import StepRecordData
@@ -87,6 +96,15 @@ class WorkflowTester:
     def deliver(self, execution_id: str) -> str:
         return self.engine.deliver(execution_id)
 
+    def send_event(self, event_type: str, payload: Any = None, event_id: str | None = None) -> int:
+        return self.engine.send_event(event_type, payload, event_id)
+
+    def signal(self, execution_id: str, name: str, payload: Any = None) -> int:
+        return self.engine.signal(execution_id, name, payload)
+
+    def complete_token(self, token: str, payload: Any = None) -> int:
+        return self.engine.complete_token(token, payload)
+
     def sweep(self) -> dict[str, int]:
         return self.engine.sweep()
 
@@ -123,13 +141,17 @@ class WorkflowTester:
         """Deliver every runnable execution until none is left; return the number of deliveries.
 
         The storage is the truth, as on the workers: what is runnable is delivered, so the
-        wake-up messages in the outbox are only drained.
+        wake-up messages in the outbox are only drained; the step bodies sent as their own
+        tasks (map items, ``run(queue=)``) are run from it, as a worker would.
         """
         count = 0
         while count < max_deliveries:
-            self.storage.outbox.clear()
+            sent, self.storage.outbox[:] = list(self.storage.outbox), []
+            items = [args for task, args, _ in sent if task == dispatch.RUN_ITEM]
+            for execution_id, key in items:
+                self.engine.run_item(execution_id, key)
             ready = self.runnable()
-            if not ready:
+            if not ready and not items:
                 return count
             for execution_id in ready:
                 self.deliver(execution_id)
@@ -144,10 +166,10 @@ class WorkflowTester:
     def run_until_finished(self, execution_id: str, *, max_deliveries: int = 10_000) -> Any:
         """Deliver (moving the clock over timers) until the execution ends; return its result."""
         for _ in range(max_deliveries):
-            execution = self.get(execution_id)
+            execution = self.engine.final(self.get(execution_id))  # continued as new: the last one
             if execution.status in TERMINAL:
                 return self.result(execution_id)
-            if self.runnable():
+            if self.runnable() or any(task == dispatch.RUN_ITEM for task, _, _ in self.storage.outbox):
                 self.run(max_deliveries=max_deliveries)
                 continue
             due = [
@@ -168,7 +190,8 @@ class WorkflowTester:
         """The result of a completed execution; ``ExecutionFailed`` if it ended otherwise."""
         done, value = self.engine.outcome(self.get(execution_id))
         if not done:
-            raise exceptions.WaitTimeout(message=f"execution {execution_id} is still {self.get(execution_id).status}")
+            status = self.engine.final(self.get(execution_id)).status
+            raise exceptions.WaitTimeout(message=f"execution {execution_id} is still {status}")
         return value
 
     def records(self, execution_id: str) -> list[StepRecordData]:

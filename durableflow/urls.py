@@ -14,6 +14,7 @@ from durableflow.api import errors
 from durableflow.api.documents import DocumentViewSet
 from durableflow.api.executions import ExecutionViewSet
 from durableflow.api.schema import SchemaView
+from durableflow.api.waits import EventViewSet, TokenViewSet
 from durableflow.api.workflows import WorkflowViewSet
 
 app_name = "durableflow"
@@ -22,6 +23,8 @@ app_name = "durableflow"
 router = SimpleRouter()
 router.register("executions", ExecutionViewSet, basename="execution")
 router.register("workflows", WorkflowViewSet, basename="workflow")
+router.register("events", EventViewSet, basename="event")
+router.register("tokens", TokenViewSet, basename="token")
 router.register("documents", DocumentViewSet, basename="document")
 
 # What the OpenAPI schema describes.

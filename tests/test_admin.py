@@ -255,3 +255,16 @@ def test_store_detail_shows_state_waiters_and_history(db, admin_client, monkeypa
     assert "&quot;ready&quot;: false" in body  # the state, pretty-printed
     assert f"<td>{waiting}</td><td>ready</td>" in body  # the when waiter
     assert f"<td>2</td><td>{changer}</td><td>claim</td><td>store_take</td>" in body  # the take, at version 2
+
+
+def test_a_waiting_execution_shows_its_waits_and_the_events_are_listed_read_only(db, admin_client):
+    execution = run("t.wait-event", {"match": {"order": "admin-1"}})
+    durableflow.send_event("t.other", {"order": "admin-1"}, event_id="admin-event")
+
+    detail = admin_client.get(page_url(execution.id)).content.decode()
+    events = admin_client.get(reverse("admin:durableflow_event_changelist") + "?kind__exact=event")
+    event = admin_client.get(reverse("admin:durableflow_event_change", args=[events.context["cl"].result_list[0].pk]))
+
+    assert "Waits" in detail and "<code>t.event</code>" in detail and "admin-1" in detail
+    assert events.status_code == 200 and "admin-event" in events.content.decode()
+    assert event.status_code == 200 and 'name="_save"' not in event.content.decode()

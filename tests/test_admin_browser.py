@@ -169,8 +169,20 @@ def test_retry_a_failed_run_from_its_page(cluster, page, admin_server, artifacts
     assert "charged" in page.locator("tr[data-key=charge] .df-value").inner_text()
 
 
-@pytest.mark.skip(reason="needs durableflow.operations.complete_token and ctx.step.wait_for_token (issue 9)")
-def test_complete_a_token_from_the_form():
-    """Start a run waiting in ``ctx.step.wait_for_token("approval")``; on its page click
-    "Complete token", type ``{"approved": true}`` in the payload form, confirm, and reload
+def test_complete_a_token_from_the_form(cluster, page, admin_server, artifacts):
+    """A run waits in ``ctx.step.wait_for_token("approve")``; on its page "Complete token", type
+    ``{"approved": true}`` in the payload form (the token is filled in), confirm, and reload
     until the page shows ``completed`` with the payload as the step's value."""
+    execution = durableflow.start("t.token")
+    wait_status(execution.id, "waiting")
+
+    open_execution(page, admin_server, execution.id)
+    assert "approve" in page.locator("table.df-waits").inner_text()  # the waits panel
+    page.click("a.df-action[data-action=complete-token]")
+    assert page.locator("#id_token").input_value() == f"{execution.id}:approve"
+    page.fill("#id_payload", '{"approved": true}')
+    artifacts.screenshot(page, "admin-complete-token")
+    page.click("input[name=confirm]")
+
+    reload_until_status(page, "completed")
+    assert '"approved": true' in page.locator("tr[data-key=approve] .df-value").inner_text()

@@ -1,6 +1,6 @@
-"""Admin actions whose verbs come with later issues (signal, token: issue 9; rerun, fork:
-issue 12): the admin side against stand-in verbs now, and end-to-end placeholders to enable
-when the verbs land."""
+"""Admin actions over the waits' verbs (signal, complete token) end to end, and those whose
+verbs come with a later issue (rerun, fork: issue 12): the admin side against stand-in verbs
+now, and end-to-end placeholders to enable when the verbs land."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 import durableflow
 from durableflow import operations
-from durableflow.models import Execution
+from durableflow.models import Execution, StepRecord
 from tests.admin_support import action_url, admin_client, no_broker, page_url, run, superuser  # noqa: F401 - fixtures
 
 
@@ -74,16 +74,33 @@ def test_an_action_whose_verb_does_not_exist_is_not_offered(db, admin_client, mo
 # Placeholders: the same actions end to end, enabled when issue 9 / issue 12 land their verbs -----------
 
 
-@pytest.mark.skip(reason="needs durableflow.operations.complete_token and ctx.step.wait_for_token (issue 9)")
-def test_complete_token_from_the_admin_form_ends_the_wait():
-    """Start a run that waits in ``ctx.step.wait_for_token("ok")``, complete its token from the
-    page's form with a JSON payload, deliver, and find the payload as the step's value."""
+def test_complete_token_from_the_admin_form_ends_the_wait(db, admin_client):
+    """A run waits in ``ctx.step.wait_for_token("approve")``; its token is completed from the
+    page's form with a JSON payload; the payload is the step's value."""
+    execution = run("t.token")
+    token = f"{execution.id}:approve"
+    page = admin_client.get(page_url(execution.id)).content.decode()
+
+    admin_client.post(action_url(execution.id, "complete-token"), {"token": token, "payload": '{"approved": 1}'})
+    operations.deliver(execution.id)
+
+    assert 'data-action="complete-token"' in page
+    done = Execution.objects.get(pk=execution.id)
+    assert (done.status, done.result) == ("completed", {"approved": 1})
+    assert StepRecord.objects.get(execution_id=execution.id, key="approve").value == {"approved": 1}
 
 
-@pytest.mark.skip(reason="needs durableflow.operations.signal and ctx.step.wait_for_signal (issue 9)")
-def test_send_signal_from_the_admin_form_ends_the_wait():
-    """Start a run that waits in ``ctx.step.wait_for_signal("go", "go")``, send the signal from
-    the page's form, deliver, and find the payload as the step's value."""
+def test_send_signal_from_the_admin_form_ends_the_wait(db, admin_client):
+    """A run waits in ``ctx.step.wait_for_signal("go", "go")``; the signal is sent from the
+    page's form; the payload is the step's value."""
+    execution = run("t.wait-signal")
+
+    admin_client.post(action_url(execution.id, "signal"), {"name": "go", "payload": '"now"'})
+    operations.deliver(execution.id)
+
+    done = Execution.objects.get(pk=execution.id)
+    assert (done.status, done.result) == ("completed", "now")
+    assert StepRecord.objects.get(execution_id=execution.id, key="go").value == "now"
 
 
 @pytest.mark.skip(reason="needs durableflow.operations.rerun (issue 12)")

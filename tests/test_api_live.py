@@ -90,10 +90,6 @@ def test_twenty_concurrent_identical_starts_make_one_execution(cluster, user):
     wait_status(answers[0][1], "completed")
 
 
-@pytest.mark.skip(
-    reason="events/ and tokens/{token}/complete/ arrive with issue 9 (waits, events, signals, tokens): "
-    "enable this test when they land"
-)
 def test_send_an_event_and_complete_a_token_over_http(cluster, user):
     api = Api(Client()).login(user)
     order = uid("order")
@@ -105,7 +101,7 @@ def test_send_an_event_and_complete_a_token_over_http(cluster, user):
     token = f"{execution_id}:sign-off"
     wait_status(execution_id, "waiting")  # now on the token
     assert api.post(f"tokens/{token}/complete/", {"payload": {"signed": True}}).status_code == 200
-    error(api.post(f"tokens/{token}/complete/", {"payload": {"signed": True}}), 409, "TOKEN_COMPLETED")
+    error(api.post(f"tokens/{token}/complete/", {"payload": {"signed": True}}), 409, "TOKEN_ALREADY_COMPLETED")
 
     done = api.get(f"executions/{execution_id}/?wait=30").json()
     assert done["result"] == {"approved": {"order": order, "by": "ann"}, "signed": {"signed": True}}

@@ -52,10 +52,16 @@ def test_the_verbs_are_methods_of_the_engine_alone():
                 defined.setdefault(node.name, []).append(path.relative_to(PACKAGE).as_posix())
     engine_modules = {Path(inspect.getfile(cls)).relative_to(PACKAGE).as_posix() for cls in Engine.__mro__[:-1]}
     faces = {"operations.py", "testing.py", "tasks.py", "admin.py"}  # thin entry points calling the engine
+    # ctx.step.start (a step method the specification names) starts a child through the engine's verb.
+    step_methods = {("start", "engine/steps/children.py")}
     for verb, places in defined.items():
         in_engine = [place for place in places if place in engine_modules]
         assert len(in_engine) <= 1, (verb, places)
-        stray = [p for p in places if p not in engine_modules and Path(p).name not in faces and "api" not in p]
+        stray = [
+            p
+            for p in places
+            if p not in engine_modules and Path(p).name not in faces and "api" not in p and (verb, p) not in step_methods
+        ]
         assert not stray, f"{verb} defined outside the engine and its entry points: {stray}"
 
 

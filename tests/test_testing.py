@@ -55,3 +55,18 @@ def test_stores_in_memory_wake_waiters_changed_from_outside():
     assert tester.runnable() == [execution.id]
     tester.storage.outbox.clear()
     assert tester.get_store("t-board", "tested").state["ready"] is True
+
+
+def test_the_tester_drives_waits_children_and_map_items():
+    tester = WorkflowTester()
+
+    waiting = tester.start("t.wait-event", {"match": {"order": 1}})
+    tester.run()
+    assert tester.get(waiting.id).status == "waiting"
+    assert tester.send_event("t.event", {"order": 1}) == 1
+    assert tester.run_until_finished(waiting.id) == {"order": 1}
+
+    assert tester.run_until_finished(tester.start("t.invoke", {"n": 4}).id) == {"value": 8}
+
+    mapped = tester.run_until_finished(tester.start("t.map", {"n": 5}).id)
+    assert [n for n, _ in mapped] == [0, 1, 2, 3, 4]

@@ -12,6 +12,7 @@
 ``executions`` executions and their journals
 ``stores``     stores: state, waiters, the ledger of applied steps
 ``effects``    effects: status, attempts, who began it
+``events``     published events, signals and token completions; an execution's waits (a panel)
 ``documents``  workflow documents: edited (a new revision per save), problems at the member,
                the statechart as SVG
 
@@ -19,4 +20,4 @@ A capability adds its pages as a module here (``stores``, ``effects``, ``events`
 these bases, and one import line below.
 """
 
-from durableflow.admin import documents, effects, executions, stores  # noqa: F401 - registers the ModelAdmins
+from durableflow.admin import documents, effects, events, executions, stores  # noqa: F401 - registers the ModelAdmins

@@ -21,6 +21,7 @@ from django.utils.safestring import mark_safe
 from durableflow.admin import display
 from durableflow.admin.actions import Action
 from durableflow.admin.base import Panel, RecordAdmin
+from durableflow.admin.events import waits_panel
 from durableflow.admin.forms import ForkForm, ReasonForm, SignalForm, TokenForm
 from durableflow.admin.timeline import build as build_timeline
 from durableflow.engine.states import ExecutionStatus, StepStatus
@@ -210,6 +211,7 @@ class ExecutionAdmin(RecordAdmin):
     steering = STEERING
     panels = (
         Panel("Journal", "admin/durableflow/execution/panel_journal.html", journal_panel, after_summary=True),
+        Panel("Waits", "admin/durableflow/execution/panel_waits.html", waits_panel),
         Panel("Children", "admin/durableflow/execution/panel_children.html", children_panel),
     )
 

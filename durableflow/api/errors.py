@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
@@ -31,6 +32,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "PAYLOAD_TOO_LARGE": 413,
     "DOCUMENT_EXISTS": 409,
     "DOCUMENT_NAME_TAKEN": 409,
+    "TOKEN_NOT_FOUND": 404,
+    "TOKEN_ALREADY_COMPLETED": 409,
 }
 # Errors that are the caller's to fix: answered 400 unless STATUS_BY_CODE says otherwise.
 CLIENT_ERRORS = (
@@ -145,6 +148,7 @@ def _first_message(detail: Any) -> str:
     return f"{'.'.join(names)}: {detail}" if names else str(detail)
 
 
+@csrf_exempt  # a POST to no endpoint is a JSON 404, not the CSRF middleware's HTML 403
 def not_found(request, *args: Any, **kwargs: Any) -> JsonResponse:
     """Every other path under the API's mount: a JSON 404, not the project's HTML page."""
     return JsonResponse(error_body("NOT_FOUND", f"no API endpoint at {request.path}"), status=404)

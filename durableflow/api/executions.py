@@ -1,4 +1,4 @@
-"""``executions/``: start, list, read, long-poll, journal, cancel, retry.
+"""``executions/``: start, list, read, long-poll, journal, cancel, retry, signals.
 
 The views orchestrate; ``durableflow.operations`` decides (the same verbs as the Python API,
 so a refusal has the same code over HTTP as in Python). Reads of lists go through the ORM
@@ -30,6 +30,7 @@ from durableflow.api.serializers import (
     StepRecordSerializer,
     StrictSerializer,
 )
+from durableflow.api.waits import SatisfiedSerializer, SignalSerializer
 from durableflow.api.workflows import check_exposed
 from durableflow.models import Execution, StepRecord
 
@@ -68,6 +69,7 @@ class ExecutionViewSet(ApiViewSet):
         "create": "add",
         "cancel": "change",
         "retry": "change",
+        "signals": "change",
     }
     filter_backends = [DjangoFilterBackend]
     filterset_class = ExecutionFilter
@@ -82,6 +84,7 @@ class ExecutionViewSet(ApiViewSet):
             "cancel": CancelSerializer,
             "retry": StrictSerializer,
             "journal": StepRecordSerializer,
+            "signals": SignalSerializer,
         }.get(self.action, ExecutionSerializer)
 
     @document(summary="Executions, newest first, a page at a time")
@@ -140,6 +143,13 @@ class ExecutionViewSet(ApiViewSet):
     def retry(self, request, pk: str):
         self._valid(StrictSerializer, request)  # no fields: refuse any rather than ignore them
         return Response(ExecutionSerializer(operations.retry(pk)).data)
+
+    @document(summary="Send a signal to an unfinished execution (durableflow.signal)", request=SignalSerializer,
+              responses={200: SatisfiedSerializer})  # fmt: skip
+    @action(detail=True, methods=["post"])
+    def signals(self, request, pk: str):
+        data = self._valid(SignalSerializer, request)
+        return Response({"satisfied": operations.signal(pk, data["name"], data["payload"])})
 
     # Input ---------------------------------------------------------------------------
 

@@ -24,7 +24,8 @@ _WRITE_ERRORS = {
     **_READ_ERRORS,
     "400": "INVALID_JSON, INVALID_REQUEST, or the engine's verdict (UNKNOWN_WORKFLOW, INVALID_PARAMS with detail.path;"
     " an invalid document's code with detail.pointer)",
-    "409": "a conflict: IDEMPOTENCY_CONFLICT, INVALID_TRANSITION (e.g. retrying a completed run), DOCUMENT_EXISTS",
+    "409": "a conflict: IDEMPOTENCY_CONFLICT, INVALID_TRANSITION (e.g. retrying a completed run), "
+    "TOKEN_ALREADY_COMPLETED, DOCUMENT_EXISTS",
     "413": "PAYLOAD_TOO_LARGE: the body is over MAX_PAYLOAD_BYTES (plus 64 KiB for the envelope)",
     "415": "UNSUPPORTED_MEDIA_TYPE: bodies are application/json",
 }

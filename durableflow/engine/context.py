@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
 from durableflow.engine.journal import Journal
-from durableflow.engine.records import Claim, LeaseLost, StepConflict, StepRecordData, Suspend
+from durableflow.engine.records import Claim, ContinueAsNew, LeaseLost, StepConflict, StepRecordData, Suspend
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import StepStatus
 
@@ -86,6 +86,23 @@ class Context:
     def uuid(self) -> uuid.UUID:
         """A UUID4 from the same seeded generator: the same on every replay."""
         return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+
+    def continue_as_new(self, params: Any = None) -> None:
+        """Complete this execution and start a fresh one of the same workflow with ``params``.
+
+        The new execution has the same root (and parent) and an empty journal, so that a loop
+        that never ends keeps a short one. Nothing after this call runs. ``result()`` of this
+        execution (and a parent's wait for it) answers with the outcome of the last one.
+        """
+        if self.interrupt is not None:
+            raise self.interrupt
+        if self._in_step is not None:
+            raise exceptions.WorkflowValueError(
+                "NESTED_STEP", f"continue_as_new was called inside the body of step {self._in_step!r}"
+            )
+        _, decoded = values.roundtrip(params, max_bytes=self._settings.max_payload_bytes)
+        self._go_live()
+        raise self._latch(ContinueAsNew(decoded))
 
     # Engine internals (used by StepAPI) ----------------------------------------------
 
@@ -158,6 +175,15 @@ class Context:
             raise
         self._records[record.key] = record
         return record
+
+    def _write_many(self, records: list[StepRecordData]) -> None:
+        try:
+            self._journal.write_steps(records)
+        except (LeaseLost, StepConflict) as interrupt:
+            self._latch(interrupt)
+            raise
+        for record in records:
+            self._records[record.key] = record
 
     def _write_exclusive(self, record: StepRecordData, previous: StepRecordData | None) -> StepRecordData:
         """``_write`` for records that must be this delivery's own (``Journal.write_exclusive``)."""

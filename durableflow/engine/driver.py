@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,8 @@ from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     Claim,
     Completed,
+    Continued,
+    ContinueAsNew,
     Failed,
     LeaseLost,
     Outcome,
@@ -27,7 +30,7 @@ from durableflow.registry import Registry
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["run", "SKIPPED", "LEASE_LOST"]
+__all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST"]
 
 logger = logging.getLogger("durableflow.delivery")
 
@@ -107,6 +110,8 @@ def _replay(
             return Failed(values.encode_error(exc))
     if isinstance(error, Suspend):
         return Suspended(error.wake_at, error.waiting_for, guard=error.guard)
+    if isinstance(error, ContinueAsNew):
+        return Continued(error.params, continuation_id(claim.execution_id))
     if isinstance(error, StepConflict):
         logger.warning("execution %s: %s; replaying", claim.execution_id, error)
         return Requeued("step-conflict")
@@ -129,3 +134,8 @@ def _stall(claim: Claim, journal: Journal, error: exceptions.NonDeterminismError
         wake_at=wake_at,
         waiting_for={"kind": "stalled", "reason": error.code, "stalls": stalls, "until": wake_at.isoformat()},
     )
+
+
+def continuation_id(execution_id: str) -> str:
+    """The id of the execution that continues ``execution_id`` (the same on every replay)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"durableflow:continue:{execution_id}").hex

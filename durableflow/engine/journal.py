@@ -12,10 +12,13 @@ import logging
 import uuid
 from datetime import datetime, timedelta
 
+from typing import TYPE_CHECKING
+
 from durableflow import dispatch
 from durableflow.engine.records import (
     RECORD_FIELDS,
     Claim,
+    Continued,
     LeaseLost,
     Outcome,
     Requeued,
@@ -24,7 +27,11 @@ from durableflow.engine.records import (
     outcome_fields,
     same_outcome,
 )
+from durableflow.engine.states import TERMINAL, ExecutionStatus
 from durableflow.engine.storage import Storage
+
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
 
 __all__ = ["Journal"]
 
@@ -40,8 +47,11 @@ class Journal:
     match nothing and are rejected.
     """
 
-    def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float):
+    def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float, engine: Engine | None = None):
         self.storage = storage
+        # The verbs a delivery needs beyond its own journal: starting children, waking the
+        # executions that wait for this one to end.
+        self.engine = engine
         self.execution_id = execution_id
         self.token = uuid.uuid4().hex
         self.lease_seconds = lease_seconds
@@ -49,6 +59,7 @@ class Journal:
         self._lease = None
         self._lost = False
         self._clock: tuple[datetime, float] | None = None
+        self.claimed: Claim | None = None
 
     def claim(self) -> Claim | None:
         """Take the lease if the execution is runnable and unleased; load it and its records."""
@@ -59,7 +70,7 @@ class Journal:
         self._clock = (row.now, self.storage.monotonic())
         execution = row.execution
         self.queue = execution["queue"]
-        return Claim(
+        self.claimed = Claim(
             execution_id=self.execution_id,
             workflow=execution["workflow"],
             version=execution["version"],
@@ -72,6 +83,7 @@ class Journal:
             waiting_for=execution["waiting_for"],
             queue=execution["queue"],
         )
+        return self.claimed
 
     def now(self) -> datetime:
         """The delivery's clock: the storage's clock at the claim, moved on locally."""
@@ -105,6 +117,14 @@ class Journal:
         if not same_outcome(existing, record):
             raise StepConflict(f"step {record.key!r} is already recorded with another outcome")
 
+    def write_steps(self, records: list[StepRecordData]) -> None:
+        """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""
+        if self.storage.insert_steps(self.execution_id, self.token, records):
+            return
+        if not self.storage.holds_lease(self.execution_id, self.token):
+            self._rejected(f"steps {records[0].key!r}...")
+        raise StepConflict(f"steps {records[0].key!r}... are already recorded")
+
     def write_exclusive(self, record: StepRecordData, previous: StepRecordData | None) -> None:
         """Write ``record`` only as the change from ``previous`` (``None``: the key has no record yet).
 
@@ -129,28 +149,45 @@ class Journal:
         raise StepConflict(f"step {record.key!r} was recorded by another delivery first")
 
     def finish(self, outcome: Outcome) -> Outcome:
-        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``).
+        """Record the delivery's outcome and release the lease (fenced; ``LeaseLost``); return
+        the outcome recorded.
 
         A park with a ``guard`` (see ``Suspended``) is one transaction with the guard: what it
         registers is rolled back with a rejected outcome, and if what it waits for happened
-        already, the delivery ends as ``Requeued`` instead. Returns the outcome recorded.
+        already, the delivery ends as ``Requeued`` instead. ``continue_as_new`` starts the next
+        execution in the transaction that completes this one.
+
+        A wake-up that arrived while this delivery held the lease (an event, a finished child,
+        the last item of a map: ``Engine.wake``) turns a suspension into a replay at once: what
+        it suspended on may have changed after it looked. An execution that ends wakes the
+        executions waiting for it, after the outcome is committed.
         """
         guard = getattr(outcome, "guard", None)
-        if guard is None:
-            self._finish(outcome)
-            return outcome
+        if guard is None and not isinstance(outcome, Continued):
+            return self._finish(outcome)
         with self.storage.atomic():
-            if not guard():
+            if guard is not None and not guard():
                 outcome = Requeued("woken while parking")
-            self._finish(outcome)
-        return outcome
+            if isinstance(outcome, Continued):  # the new execution exists if and only if this one completed
+                self.engine.continue_as(self.claimed, outcome)
+            return self._finish(outcome)
 
-    def _finish(self, outcome: Outcome) -> None:
-        fields, enqueue = outcome_fields(outcome, self.now())
-        if not self.storage.update_execution(self.execution_id, fields, token=self.token):
+    def _finish(self, outcome: Outcome) -> Outcome:
+        now = self.now()
+        fields, enqueue = outcome_fields(outcome, now)
+        woken = Requeued("woken while running")
+        if_woken = outcome_fields(woken, now)[0] if fields["status"] == ExecutionStatus.WAITING else None
+        row = self.storage.record_outcome(self.execution_id, self.token, fields, if_woken=if_woken)
+        if row is None:
             self._rejected(f"outcome {type(outcome).__name__}")
+        if row.woken:
+            logger.info("execution %s was woken while it ran; delivering again", self.execution_id)
+            outcome, enqueue = woken, True
         if enqueue:
             self.storage.enqueue(dispatch.DELIVER, (self.execution_id,), self.queue)
+        if row.watched and fields["status"] in TERMINAL and self.engine is not None:
+            self.engine.finished(self.execution_id)
+        return outcome
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""

@@ -16,10 +16,12 @@ __all__ = [
     "Suspended",
     "Stalled",
     "Requeued",
+    "Continued",
     "Outcome",
     "LeaseLost",
     "StepConflict",
     "Suspend",
+    "ContinueAsNew",
     "outcome_fields",
     "retry_target",
     "same_outcome",
@@ -107,7 +109,15 @@ class Requeued:
     reason: str
 
 
-Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued]
+@dataclass
+class Continued:
+    """``ctx.continue_as_new``: the execution completes and a fresh one carries on with ``params``."""
+
+    params: Any
+    execution_id: str  # the new execution's id (the same on every replay of this delivery)
+
+
+Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued, Continued]
 
 
 class LeaseLost(BaseException):
@@ -131,6 +141,14 @@ class Suspend(BaseException):
         self.guard = guard
 
 
+class ContinueAsNew(BaseException):
+    """End the delivery: the execution completes and a new one starts with ``params``."""
+
+    def __init__(self, params: Any):
+        super().__init__("continue-as-new")
+        self.params = params
+
+
 def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], bool]:
     """The execution fields an outcome sets, and whether to send a wake-up at once.
 
@@ -141,6 +159,8 @@ def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], boo
     enqueue = False
     if isinstance(outcome, Completed):
         fields.update(status=S.COMPLETED, result=outcome.result, error=None, finished_at=now)
+    elif isinstance(outcome, Continued):
+        fields.update(status=S.COMPLETED, result=None, error=None, finished_at=now, continued_as=outcome.execution_id)
     elif isinstance(outcome, Failed):
         fields.update(status=S.FAILED, error=outcome.error, finished_at=now)
     elif isinstance(outcome, (Suspended, Stalled)):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import dispatch, exceptions, values
+from durableflow.engine.records import Claim, Continued
 from durableflow.engine.states import ExecutionStatus
 from durableflow.engine.storage import NOW
 from durableflow.registry import Registry, WorkflowDefinition
@@ -135,3 +136,19 @@ class Starts:
             return existing, False
         self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
         return execution, True
+
+    def continue_as(self: Engine, claim: Claim, outcome: Continued) -> Any:
+        """Start the execution that carries ``claim``'s on (``ctx.continue_as_new``).
+
+        Called in the transaction that completes the old one; its id is derived from the old
+        one's, so a repeated outcome names the same execution.
+        """
+        execution, _ = self.start(
+            claim.workflow,
+            outcome.params,
+            execution_id=outcome.execution_id,
+            queue=claim.queue,
+            parent_id=claim.parent_id,
+            root_id=claim.root_id,
+        )
+        return execution

@@ -13,10 +13,12 @@ from durableflow import exceptions
 __all__ = [
     "ExecutionStatus",
     "StepStatus",
+    "WaiterStatus",
     "TRANSITIONS",
     "TERMINAL",
     "RUNNABLE",
     "DUE_ONLY",
+    "LEASED",
     "can_transition",
     "sources_for",
     "check_transition",
@@ -43,6 +45,16 @@ class StepStatus:
     FAILED = "failed"
 
     choices = [RUNNING, WAITING, COMPLETED, FAILED]
+
+
+class WaiterStatus:
+    """A registered wait: open until something satisfies it or its deadline closes it."""
+
+    OPEN = "open"
+    SATISFIED = "satisfied"
+    EXPIRED = "expired"
+
+    choices = [OPEN, SATISFIED, EXPIRED]
 
 
 S = ExecutionStatus
@@ -72,6 +84,9 @@ TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.CANCELLED, S.COMPENSATED, S.COMPE
 RUNNABLE = frozenset(TRANSITIONS) - TERMINAL
 # Claimable only once their ``wake_at`` is due (the others whenever their lease is free).
 DUE_ONLY = frozenset({S.WAITING})
+# Held by a delivery: a wake-up that finds one is remembered (``wake_pending``) and turns the
+# delivery's suspension into a replay at once, so that it is never lost.
+LEASED = frozenset({S.RUNNING})
 
 
 def can_transition(source: str, target: str) -> bool:

@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any, Iterable
 from durableflow import dispatch, exceptions, values
 from durableflow.engine.records import retry_target
 from durableflow.engine.starts import MAX_ID_LENGTH
-from durableflow.engine.states import DUE_ONLY, TERMINAL, ExecutionStatus, StepStatus, check_transition, sources_for
+from durableflow.engine.states import (
+    DUE_ONLY,
+    LEASED,
+    RUNNABLE,
+    TERMINAL,
+    ExecutionStatus,
+    StepStatus,
+    check_transition,
+    sources_for,
+)
 from durableflow.engine.storage import NOW
 
 if TYPE_CHECKING:
@@ -19,6 +28,7 @@ __all__ = ["Steering", "is_stalled"]
 logger = logging.getLogger("durableflow")
 
 S = ExecutionStatus
+_WAKEABLE = sources_for(S.PENDING) & DUE_ONLY
 
 
 def is_stalled(execution: Any) -> bool:
@@ -49,6 +59,12 @@ class Steering:
         with self.storage.atomic():
             execution = self.get(execution_id)
             check_transition(execution_id, execution.status, S.CANCELLED, "cancelled")
+            # Nothing may satisfy its waits or run its items any more. Closed before the row is
+            # written: a publisher locks a waiter, then its execution; the same order here.
+            self.storage.end_waits(
+                execution_id,
+                {"status": StepStatus.FAILED, "error": {"code": "CANCELLED", "message": message}, "finished_at": NOW},
+            )
             updated = self.storage.update_execution(
                 execution_id,
                 {
@@ -63,6 +79,13 @@ class Steering:
             )
             if not updated:
                 raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being cancelled")
+            # Read after the write, which holds the row: a wait registered on this execution's end
+            # is either seen here or sees it cancelled.
+            if self.get(execution_id).watched:
+                self.finished(execution_id)
+            # Its unfinished children are not wanted any more either.
+            for child in self.storage.execution_ids(parent_id=execution_id, statuses=RUNNABLE):
+                self.cancel(child, f"its parent {execution_id} was cancelled")
         logger.info("execution %s cancelled: %s", execution_id, message)
         return self.get(execution_id)
 
@@ -111,24 +134,32 @@ class Steering:
     def wake(self: Engine, execution_ids: Iterable[str]) -> list[str]:
         """Make waiting executions runnable and ask for their deliveries once this commits.
 
-        Every wake-up (a due timer, an event, a signal, a finished child, a store change) goes
-        through here: a conditional move from ``waiting`` to ``pending``, so an execution that
-        is running, finished or already woken is left alone. Returns the ids woken.
+        Every wake-up (a due timer, an event, a signal, a finished child, the last item of a
+        map, a store change) goes through here: a conditional move from ``waiting`` to
+        ``pending``, so an execution that is finished or already woken is left alone. One that
+        is running is marked instead (``wake_pending``): should its delivery suspend, it is
+        delivered again at once rather than left waiting for what already happened. Returns
+        the ids moved to ``pending``.
         """
-        woken = self.storage.update_executions(
-            execution_ids,
-            {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW},
-            statuses=sources_for(S.PENDING) & DUE_ONLY,
-        )
-        for execution_id, queue in woken:
-            self.storage.enqueue(dispatch.DELIVER, (execution_id,), queue)
-        return [execution_id for execution_id, _ in woken]
+        moves = {status: {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW} for status in _WAKEABLE}
+        # One running now may suspend on what it read before this wake-up: remember the wake-up
+        # on its row, and its outcome becomes a replay (Journal.finish). Both kinds of rows are
+        # locked together, so none can move from one to the other unseen.
+        moves.update({status: {"wake_pending": True} for status in LEASED})
+        woken = []
+        for execution_id, queue, status in self.storage.mark_executions(execution_ids, moves):
+            if status in _WAKEABLE:
+                self.storage.enqueue(dispatch.DELIVER, (execution_id,), queue)
+                woken.append(execution_id)
+        return woken
 
     def outcome(self: Engine, execution: Any) -> tuple[bool, Any]:
         """``(True, result)`` for a completed execution, ``(False, None)`` for an unfinished one.
 
-        Raises ``ExecutionFailed`` (with the status and error) for one that ended otherwise.
+        Raises ``ExecutionFailed`` (with the status and error) for one that ended otherwise. An
+        execution that continued as new answers with the outcome of the one that carries it on.
         """
+        execution = self.final(execution)
         if execution.status == S.COMPLETED:
             return True, execution.result
         if execution.status in TERMINAL:
@@ -139,3 +170,9 @@ class Steering:
                 error=error,
             )
         return False, None
+
+    def final(self: Engine, execution: Any) -> Any:
+        """The execution that carries ``execution`` on: follows ``continue_as_new`` links."""
+        while execution.status == S.COMPLETED and execution.continued_as:
+            execution = self.get(execution.continued_as)
+        return execution

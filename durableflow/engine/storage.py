@@ -27,6 +27,8 @@ Executions
                                          (unless ``ANY``) the lease token equals ``token``; returns the count
     ``update_executions(ids, fields, *, statuses=None)``
                                          the same for many (locked, then changed): the (id, queue) of those changed
+    ``mark_executions(ids, by_status)``  lock those of ``ids`` whose status is a key of ``by_status``, then give
+                                         each the fields of its status: the (id, queue, status) of those changed
     ``execution_ids(*, parent_id=None, statuses=None)``
 
 A delivery (leases and the journal)
@@ -43,6 +45,49 @@ A delivery (leases and the journal)
     ``steps(id)``                        the journal in order, as ``StepRecordData``
     ``complete_steps(pairs, fields, *, kind, statuses)``
                                          update the steps named by exact (execution id, key) pairs
+    ``insert_steps(id, token, records)`` fenced insert of several new records at once; returns whether it was done
+    ``record_outcome(id, token, fields, *, if_woken=None)``
+                                         the delivery's fenced outcome; with ``if_woken``, those fields instead
+                                         when a wake-up arrived while the lease was held (``wake_pending``):
+                                         an ``OutcomeRow`` (``.watched``, ``.woken``), or None if the lease is gone
+
+Waits (events, signals, tokens, children)
+    ``add_waiter(fields)``               insert a waiter; the existing one if its (execution, key) is taken
+    ``get_waiter(id, key)``              the waiter of that step, or None
+    ``open_waiters(kind, target, *, execution_id=None, payload=ANY)``
+                                         open waiters, oldest first; with ``payload``, a storage may leave out
+                                         those whose ``match`` that payload does not contain
+    ``update_waiter(waiter_id, fields, *, statuses)``
+                                         conditional on the waiter's status; a count
+    ``add_event(fields)``                insert an event (or signal, or token completion); None if its
+                                         (kind, event_id) is taken
+    ``get_event(pk)``
+    ``events_for(waiter, *, after, limit)``
+                                         events that could satisfy ``waiter``, in publication order (id > after),
+                                         leaving out those its execution consumed; events of a type only if
+                                         published since the execution was created. A storage may leave out
+                                         those whose payload does not contain ``match``; the caller checks.
+    ``take_event(waiter_id, event_pk)``  satisfy the open waiter with the event: ``TAKEN``, ``CLOSED`` (not open
+                                         any more) or ``CONSUMED`` (its execution consumed that event already)
+    ``watch_execution(id)``              mark the execution as waited for, then return it (None if unknown)
+    ``watchers(id)``                     ids of the executions with an open child waiter on ``id``
+    ``stranded_waiters(limit)``          ids of waiting executions with an open child waiter on one that ended
+                                         (the wake-up after its outcome was lost: a crash, say)
+    ``end_waits(id, fields)``            close the execution's open waiters (expired) and give its unfinished
+                                         items ``fields``: it ended (cancelled) and nothing may satisfy them
+
+Step bodies as their own tasks (map items, run(queue=))
+    ``claim_item(id, key, lease_seconds)``
+                                         start an attempt of a waiting item (or of a running one whose attempt is
+                                         older than the lease) of an unfinished execution: ``(attempt, meta)``
+    ``finish_item(id, key, attempt, fields)``
+                                         record the attempt's outcome, only if it is still the item's attempt
+    ``send_next_item(id)``               mark the earliest item not sent yet as sent: its (key, queue), or None
+    ``items_left(id)``                   how many items of the execution are not finished
+    ``lock_stale_items(resend_after, limit)``
+                                         items of unfinished executions sent or started longer ago than
+                                         ``resend_after`` seconds and not finished, marked as sent again:
+                                         (id, key, queue)
 
 Transactional steps
     ``transaction_scope()``              one transaction on the journal's database for a transactional step's
@@ -111,7 +156,7 @@ from typing import Any, Iterable, Protocol
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.transactions import Scope
 
-__all__ = ["NOW", "ANY", "ClaimRow", "LeaseHandle", "Storage"]
+__all__ = ["NOW", "ANY", "TAKEN", "CLOSED", "CONSUMED", "ClaimRow", "OutcomeRow", "LeaseHandle", "Storage"]
 
 
 class _Sentinel:
@@ -125,6 +170,11 @@ class _Sentinel:
 NOW: Any = _Sentinel("NOW")  # a field value: the storage's clock at the write
 ANY: Any = _Sentinel("ANY")  # a condition that matches every value
 
+# What ``take_event`` did.
+TAKEN = "taken"
+CLOSED = "closed"
+CONSUMED = "consumed"
+
 
 @dataclass
 class ClaimRow:
@@ -133,6 +183,14 @@ class ClaimRow:
     execution: dict[str, Any]
     records: dict[str, StepRecordData]
     now: datetime
+
+
+@dataclass
+class OutcomeRow:
+    """What recording a delivery's outcome found on the row."""
+
+    watched: bool  # a wait is registered on this execution's end
+    woken: bool = False  # a wake-up arrived meanwhile: the ``if_woken`` fields were written
 
 
 class LeaseHandle(Protocol):
@@ -156,6 +214,9 @@ class Storage(Protocol):
     def update_executions(
         self, ids: Iterable[str], fields: dict[str, Any], *, statuses: Iterable[str] | None = None
     ) -> int: ...
+    def mark_executions(
+        self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
+    ) -> list[tuple[str, str, str]]: ...
     def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]: ...
 
     # A delivery
@@ -178,6 +239,33 @@ class Storage(Protocol):
     def complete_steps(
         self, pairs: Iterable[tuple[str, str]], fields: dict[str, Any], *, kind: str, statuses: Iterable[str]
     ) -> int: ...
+    def insert_steps(self, execution_id: str, token: str, records: list[StepRecordData]) -> bool: ...
+    def record_outcome(
+        self, execution_id: str, token: str, fields: dict[str, Any], *, if_woken: dict[str, Any] | None = None
+    ) -> OutcomeRow | None: ...
+
+    # Waits
+    def add_waiter(self, fields: dict[str, Any]) -> Any: ...
+    def get_waiter(self, execution_id: str, key: str) -> Any | None: ...
+    def open_waiters(
+        self, kind: str, target: str, *, execution_id: str | None = None, payload: Any = ANY
+    ) -> list[Any]: ...
+    def update_waiter(self, waiter_id: int, fields: dict[str, Any], *, statuses: Iterable[str]) -> int: ...
+    def add_event(self, fields: dict[str, Any]) -> Any | None: ...
+    def get_event(self, pk: int) -> Any | None: ...
+    def events_for(self, waiter: Any, *, after: int, limit: int) -> list[Any]: ...
+    def take_event(self, waiter_id: int, event_pk: int) -> str: ...
+    def watch_execution(self, execution_id: str) -> Any | None: ...
+    def watchers(self, execution_id: str) -> list[str]: ...
+    def stranded_waiters(self, limit: int) -> list[str]: ...
+    def end_waits(self, execution_id: str, fields: dict[str, Any]) -> None: ...
+
+    # Step bodies as their own tasks
+    def claim_item(self, execution_id: str, key: str, lease_seconds: float) -> tuple[int, dict[str, Any]] | None: ...
+    def finish_item(self, execution_id: str, key: str, attempt: int, fields: dict[str, Any]) -> bool: ...
+    def send_next_item(self, execution_id: str) -> tuple[str, str] | None: ...
+    def items_left(self, execution_id: str) -> int: ...
+    def lock_stale_items(self, resend_after: float, limit: int) -> list[tuple[str, str, str]]: ...
 
     # Transactional steps
     def transaction_scope(self) -> AbstractContextManager[Scope]: ...

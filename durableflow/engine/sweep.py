@@ -43,17 +43,24 @@ class Sweeping:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
                 for pk, queue in stale:
                     storage.enqueue(dispatch.DELIVER, (pk,), queue)
+        items = self._resend_items(batch)
+        # A child whose end did not wake its waiting parent (the worker died after its outcome).
+        stranded = storage.stranded_waiters(batch)
+        if stranded:
+            with storage.atomic():
+                self.wake(stranded)
         # Store waiters woken while their execution was still running (see engine/stores.py).
         stores = self.sweep_store_waiters(batch)
-        if due or stale or stores:
+        if due or stale or items or stores:
             logger.info(
-                "sweep: %d due (%d woken), %d stale, %d woken for stores",
+                "sweep: %d due (%d woken), %d stale, %d items resent, %d woken for stores",
                 len(due),
                 len(woken) if due else 0,
                 len(stale),
+                items,
                 stores,
             )
-        return {"due": len(due), "stale": len(stale), "stores": stores}
+        return {"due": len(due), "stale": len(stale), "items": items, "stores": stores}
 
     def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
         """Record the due timers as over, for the whole batch at once.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from durableflow.engine import driver
 from durableflow.engine.effects import Effects
+from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
@@ -18,12 +19,13 @@ from durableflow.engine.steering import Steering
 from durableflow.engine.storage import Storage
 from durableflow.engine.stores import Stores
 from durableflow.engine.sweep import Sweeping
+from durableflow.engine.waits import Waits
 from durableflow.registry import Registry
 
 __all__ = ["Engine"]
 
 
-class Engine(Starts, Steering, Sweeping, Effects, Stores):
+class Engine(Starts, Steering, Sweeping, Effects, Stores, Waits, Items):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):
@@ -33,7 +35,7 @@ class Engine(Starts, Steering, Sweeping, Effects, Stores):
 
     def journal(self, execution_id: str) -> Journal:
         """A delivery's lease on ``execution_id`` (not claimed yet)."""
-        return Journal(self.storage, execution_id, lease_seconds=self.settings.lease_seconds)
+        return Journal(self.storage, execution_id, lease_seconds=self.settings.lease_seconds, engine=self)
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs."""

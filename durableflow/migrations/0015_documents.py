@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0014_admin_search'),
+        ('durableflow', '0002_waits'),
     ]
 
     operations = [

@@ -7,5 +7,17 @@ from durableflow.models.documents import WorkflowDocument
 from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
 from durableflow.models.stores import Store, StoreLedger, StoreWaiter
+from durableflow.models.waits import Event, Waiter
 
-__all__ = ["Execution", "StepRecord", "Effect", "EffectWatch", "Store", "StoreLedger", "StoreWaiter", "WorkflowDocument"]
+__all__ = [
+    "Execution",
+    "StepRecord",
+    "Effect",
+    "EffectWatch",
+    "Store",
+    "StoreLedger",
+    "StoreWaiter",
+    "Event",
+    "Waiter",
+    "WorkflowDocument",
+]

@@ -64,6 +64,12 @@ class Execution(models.Model):
     waiting_for = models.JSONField(null=True, blank=True)
     wake_at = models.DateTimeField(null=True, blank=True)
     deadline_at = models.DateTimeField(null=True, blank=True)
+    # A wait registered on this execution's end (wait_for_execution): its outcome wakes them.
+    watched = models.BooleanField(default=False)
+    # A wake-up arrived while a delivery held the lease: its suspension becomes a replay at once.
+    wake_pending = models.BooleanField(default=False)
+    # ctx.continue_as_new(): the execution that carries this one on (results are read there).
+    continued_as = models.CharField(max_length=200, null=True, blank=True)
     # The lease of the delivery running it. Every journal write is fenced by the token.
     lease_token = models.CharField(max_length=32, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -139,6 +145,13 @@ class StepRecord(models.Model):
             # The journal in recorded order, a page at a time from any position (the REST
             # journal's key set): the unique (execution, key) index cannot give that order.
             models.Index(fields=["execution", "id"], name="durableflow_step_journal"),
+            # Step bodies out as their own tasks (map items, run(queue=)) that are not done: the
+            # sweep re-sends those whose message or worker was lost. Only those rows are indexed.
+            models.Index(
+                fields=["started_at"],
+                condition=Q(kind="item", status__in=[StepStatus.WAITING, StepStatus.RUNNING]),
+                name="durableflow_step_items",
+            ),
         ]
         constraints = [
             # A step is recorded once: a second writer gets a conflict, never a second row.

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.effects import OrmEffects
+from durableflow.orm.items import OrmItems
 from durableflow.orm.stores import OrmStores
+from durableflow.orm.waits import OrmWaits
 from durableflow.orm.transactions import OrmTransactions
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmEffects, OrmStores, OrmTransactions, OrmCore):
+class OrmStorage(OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore):
     """The storage protocol on the models, on the alias the project's routers choose."""

@@ -25,7 +25,7 @@ from django.db.models.functions import Now
 
 from durableflow import dispatch
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.storage import ANY, NOW, ClaimRow
+from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 from durableflow.leases import Lease, keeper
 from durableflow.models import Execution, StepRecord
 from durableflow.sql import aware, decode_claim, decode_record, statements
@@ -130,12 +130,6 @@ class OrmCore:
     def update_execution(
         self, execution_id: str, values: dict[str, Any], *, statuses: Iterable[str] | None = None, token: Any = ANY
     ) -> int:
-        if token is not ANY and statuses is None and NOW not in values.values():
-            # A delivery's outcome: the prepared, fenced statement of the hot path.
-            sql, cursor = self._sql()
-            query, params = sql.outcome(values, execution_id, token, self.connection.ops.adapt_datetimefield_value)
-            cursor.execute(query, params)
-            return cursor.rowcount
         rows = self._executions().filter(pk=execution_id)
         if statuses is not None:
             rows = rows.filter(status__in=list(statuses))
@@ -156,6 +150,23 @@ class OrmCore:
                 matched = list(rows.select_for_update().values_list("pk", "queue"))
                 if matched:
                     self._executions().filter(pk__in=[pk for pk, _ in matched]).update(**self._values(values))
+                changed += matched
+        return changed
+
+    def mark_executions(
+        self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
+    ) -> list[tuple[str, str, str]]:
+        ids, changed = list(ids), []
+        # Inside the caller's transaction (a publisher's), no savepoint: nothing here is refused.
+        with transaction.atomic(using=self.alias, savepoint=False):
+            for start in range(0, len(ids), _IN_BATCH):
+                rows = self._executions().filter(pk__in=ids[start : start + _IN_BATCH], status__in=list(by_status))
+                # Lock them all first: a row cannot change status between the lock and its write.
+                matched = list(rows.order_by().select_for_update().values_list("pk", "queue", "status"))
+                for status, values in by_status.items():
+                    pks = [pk for pk, _, was in matched if was == status]
+                    if pks:
+                        self._executions().filter(pk__in=pks).update(**self._values(values))
                 changed += matched
         return changed
 
@@ -216,6 +227,38 @@ class OrmCore:
             )
         return rows.update(**self._values(values))
 
+    def insert_steps(self, execution_id: str, token: str, records: list[StepRecordData]) -> bool:
+        with transaction.atomic(using=self.alias):
+            # Lock the execution while its lease is ours: no claim can take it until this commits.
+            if not self._executions().filter(pk=execution_id, lease_token=token).select_for_update().exists():
+                return False
+            try:
+                with transaction.atomic(using=self.alias):
+                    self._steps().bulk_create(
+                        [StepRecord(execution_id=execution_id, **_record_fields(record)) for record in records]
+                    )
+            except IntegrityError:
+                return False
+        return True
+
+    def record_outcome(
+        self, execution_id: str, token: str, values: dict[str, Any], *, if_woken: dict[str, Any] | None = None
+    ) -> OutcomeRow | None:
+        # The prepared, fenced statement of the hot path: one UPDATE ... RETURNING. A wake-up
+        # that arrived while the lease was held makes the first UPDATE match nothing; the second
+        # tells a lost lease from it.
+        sql, cursor = self._sql()
+        adapt = self.connection.ops.adapt_datetimefield_value
+        query, params = sql.outcome(values, execution_id, token, adapt, unless_woken=if_woken is not None)
+        cursor.execute(query, params)
+        row = cursor.fetchone()
+        if row is not None or if_woken is None:
+            return None if row is None else OutcomeRow(watched=bool(row[0]))
+        query, params = sql.outcome(if_woken, execution_id, token, adapt)
+        cursor.execute(query, params)
+        row = cursor.fetchone()
+        return None if row is None else OutcomeRow(watched=bool(row[0]), woken=True)
+
     def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
         values = self._steps().filter(execution_id=execution_id, key=key).values(*RECORD_FIELDS).first()
         return None if values is None else StepRecordData(**values)
@@ -258,3 +301,7 @@ class OrmCore:
             .select_for_update(skip_locked=True)
         )
         return list(rows.values_list("id", "queue")[:limit])
+
+
+def _record_fields(record: StepRecordData) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in RECORD_FIELDS}

@@ -18,7 +18,7 @@ def fail_once(ctx, params):
 
 @durableflow.workflow("t.api-approval")
 def approval(ctx, params):
-    """For the events/tokens test that waits for issue 9 (wait_for_event / wait_for_token)."""
+    """For the events/tokens test over HTTP (wait_for_event, then wait_for_token)."""
     approved = ctx.step.wait_for_event("approved", "order.approved", match={"order": params["order"]}, timeout=60)
     signed = ctx.step.wait_for_token("sign-off", timeout=60)
     return {"approved": approved, "signed": signed}

@@ -13,6 +13,7 @@ from tests.testapp import (
     effects,  # noqa: F401 - registers the workflows with effects
     stores,  # noqa: F401 - store workflows (and their crash hook)
     txsteps,  # noqa: F401 - registers the transactional step workflows
+    waits,  # noqa: F401 - registers the waits and composition workflows
 )
 from tests.testapp.models import Marker
 

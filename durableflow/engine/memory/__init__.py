@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
 from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
+from durableflow.engine.memory.items import MemoryItems
 from durableflow.engine.memory.stores import MemoryStores
+from durableflow.engine.memory.waits import MemoryWaits
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryEffect", "MemoryTables", "MemoryTable", "InMemoryStorage"]
 
 
-class InMemoryStorage(MemoryEffects, MemoryStores, MemoryTransactions, MemoryCore):
+class InMemoryStorage(MemoryEffects, MemoryStores, MemoryWaits, MemoryItems, MemoryTransactions, MemoryCore):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 from durableflow.engine.memory.clone import clone
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import DUE_ONLY, RUNNABLE, ExecutionStatus
-from durableflow.engine.storage import ANY, NOW, ClaimRow
+from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
 
@@ -65,6 +65,9 @@ class MemoryExecution:
     lease_token: str | None = None
     lease_expires_at: datetime | None = None
     deliveries: int = 0
+    watched: bool = False
+    wake_pending: bool = False
+    continued_as: str | None = None
 
 
 _EXECUTION_FIELDS = frozenset(f.name for f in fields(MemoryExecution))
@@ -76,6 +79,10 @@ class MemoryTables:
 
     executions: dict[str, MemoryExecution] = field(default_factory=dict)
     steps: dict[str, dict[str, StepRecordData]] = field(default_factory=dict)
+    # durableflow.engine.memory.waits
+    waiters: dict[int, Any] = field(default_factory=dict)
+    events: dict[int, Any] = field(default_factory=dict)
+    next_id: int = 1
     # Effects by id, and their watches: effect id -> {(execution id, step key): since}.
     effects: dict[str, Any] = field(default_factory=dict)
     effect_watches: dict[str, dict[tuple[str, str], datetime]] = field(default_factory=dict)
@@ -187,6 +194,19 @@ class MemoryCore:
                 if self.update_execution(pk, values, statuses=statuses)
             ]
 
+    def mark_executions(
+        self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
+    ) -> list[tuple[str, str, str]]:
+        changed = []
+        with self.lock:
+            for pk in ids:
+                execution = self.tables.executions.get(pk)
+                if execution is not None and execution.status in by_status:
+                    status = execution.status
+                    self._set(execution, by_status[status])
+                    changed.append((pk, execution.queue, status))
+        return changed
+
     def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]:
         wanted = None if statuses is None else set(statuses)
         with self.lock:
@@ -229,6 +249,7 @@ class MemoryCore:
             execution.lease_expires_at = now + timedelta(seconds=lease_seconds)
             execution.deliveries += 1
             execution.started_at = execution.started_at or now
+            execution.wake_pending = False
             values = {
                 name: clone(getattr(execution, name))
                 for name in ("workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for")
@@ -278,6 +299,26 @@ class MemoryCore:
                     raise TypeError(f"unknown step field {name!r}")
                 setattr(record, name, self._value(value))
             return 1
+
+    def insert_steps(self, execution_id: str, token: str, records: list[StepRecordData]) -> bool:
+        with self.lock:
+            steps = self.tables.steps.get(execution_id, {})
+            if not self.holds_lease(execution_id, token) or any(record.key in steps for record in records):
+                return False
+            for record in records:
+                steps[record.key] = clone(record)
+            return True
+
+    def record_outcome(
+        self, execution_id: str, token: str, values: dict[str, Any], *, if_woken: dict[str, Any] | None = None
+    ) -> OutcomeRow | None:
+        with self.lock:
+            execution = self.tables.executions.get(execution_id)
+            if execution is None or execution.lease_token != token:
+                return None
+            woken = if_woken is not None and execution.wake_pending
+            self._set(execution, if_woken if woken else values)
+            return OutcomeRow(watched=execution.watched, woken=woken)
 
     def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
         with self.lock:

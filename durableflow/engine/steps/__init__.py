@@ -6,14 +6,17 @@ from the journal: see ``durableflow.engine.context``.
 
 from __future__ import annotations
 
+from durableflow.engine.steps.children import ChildSteps
 from durableflow.engine.steps.effects import EffectSteps
+from durableflow.engine.steps.fanout import FanoutSteps
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.stores import StoreSteps
 from durableflow.engine.steps.timers import TimerSteps
+from durableflow.engine.steps.waits import WaitSteps
 from durableflow.engine.steps.transactions import TransactionSteps
 
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps, TransactionSteps, EffectSteps, StoreSteps):
+class StepAPI(RunSteps, TimerSteps, TransactionSteps, EffectSteps, StoreSteps, ChildSteps, WaitSteps, FanoutSteps):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""

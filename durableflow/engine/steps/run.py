@@ -34,14 +34,17 @@ class RunSteps(StepBase):
         if not rest or not callable(rest[0]):
             raise TypeError("ctx.step.run(key, fn, *args, **kwargs) needs a callable")
         fn, fn_args = rest[0], tuple(rest[1:])
-        if compensate is not None or rate_limit is not None or queue is not None:
+        if compensate is not None or rate_limit is not None:
             _not_yet("compensate", compensate, "saga compensation")
             _not_yet("rate_limit", rate_limit, "rate limits")
-            _not_yet("queue", queue, "steps on their own queue")
         record = ctx._reach(key, "run")
+        if record is not None and record.status == StepStatus.COMPLETED:
+            return apply_schema(key, schema, record.value, record.meta.get("schema"))
+        if queue is not None:
+            if record is not None and record.status == StepStatus.FAILED:
+                ctx._raise_recorded(record)
+            return self._run_remote(key, record, fn, fn_args, kwargs, queue, retry, schema, timeout)
         if record is not None:
-            if record.status == StepStatus.COMPLETED:
-                return apply_schema(key, schema, record.value, record.meta.get("schema"))
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
         exit_hook = ctx._settings.on_thread_exit

@@ -1,0 +1,121 @@
+"""Step bodies run as their own tasks: ``ctx.step.map`` items and ``ctx.step.run(queue=)``.
+
+The delivery that fans out writes one journal record per item (kind ``item``: the function's
+import path, its input and the queue) together with its own step, sends the item tasks once
+that commits and suspends: no worker is held while the items run. Each item task claims its
+record (an attempt count is the fence), runs the body and records the outcome; the last item
+to finish wakes the execution, whose next delivery gathers the results in order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from durableflow import dispatch, exceptions, values
+from durableflow.engine.states import StepStatus
+from durableflow.engine.storage import NOW
+from durableflow.engine.timeouts import call_with_timeout
+
+if TYPE_CHECKING:
+    from durableflow.engine.verbs import Engine
+
+__all__ = ["Items", "ITEM", "function_path", "resolve_function", "item_error"]
+
+logger = logging.getLogger("durableflow")
+
+ITEM = "item"
+
+
+def function_path(fn: Callable[..., Any]) -> str:
+    """``"module:qualname"`` of a function another worker process can import by name."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if not callable(fn) or not module or not qualname or "<" in qualname or module == "__main__":
+        raise TypeError(
+            f"{fn!r} runs in another worker process, so it must be a function defined at the top level "
+            "of an importable module (not a lambda, a nested function or __main__)"
+        )
+    return f"{module}:{qualname}"
+
+
+def resolve_function(path: str) -> Callable[..., Any]:
+    module, _, qualname = path.partition(":")
+    target: Any = importlib.import_module(module)
+    for name in qualname.split("."):
+        target = getattr(target, name)
+    return target
+
+
+def item_error(record: Any) -> Exception:
+    """The exception an item recorded, rebuilt (with a ``RetryableError``'s own retry settings)."""
+    error = values.decode_error(record.error or {})
+    retry = (record.meta or {}).get("retry")
+    if isinstance(error, exceptions.RetryableError) and retry:
+        error = exceptions.RetryableError(
+            error.message, max_attempts=retry["max_attempts"], retry_interval=retry["retry_interval"], code=error.code
+        )
+    return error
+
+
+class Items:
+    """``run_item``: one item task (a mixin of ``Engine``)."""
+
+    def run_item(self: Engine, execution_id: str, key: str) -> str:
+        """Run one item's body and record its outcome; wake the execution after the last one.
+
+        Safe to run any number of times at once (a duplicate message, a re-send by the sweep):
+        the claim is a compare-and-set that bumps the record's attempt count, and only the
+        attempt that claimed last may record an outcome. A body may so run more than once
+        (after a crash or a lost message), but its result is recorded once.
+        """
+        storage = self.storage
+        claimed = storage.claim_item(execution_id, key, self.settings.lease_seconds)
+        if claimed is None:
+            logger.info("item %r of execution %s skipped: finished, running elsewhere or not runnable", key, execution_id)
+            return "skipped"
+        attempt, meta = claimed
+        try:
+            fn = resolve_function(meta["fn"])
+        except (ImportError, AttributeError):
+            # This worker does not have the code (a deploy in progress?): leave the item to the
+            # sweep, which sends it again once its attempt is older than the lease.
+            logger.exception("item %r of execution %s: cannot import %s", key, execution_id, meta["fn"])
+            return "unavailable"
+        fields = self._perform(fn, meta)
+        with storage.atomic():
+            if not storage.finish_item(execution_id, key, attempt, fields):
+                logger.warning("stale item result rejected: %r of execution %s (attempt %d)", key, execution_id, attempt)
+                return "stale"
+            following = storage.send_next_item(execution_id)  # max_concurrency: the next one waiting
+            if following is not None:
+                storage.enqueue(dispatch.RUN_ITEM, (execution_id, following[0]), following[1])
+        # Read after the commit: of items finishing at the same time, the last to commit sees
+        # none left, so the execution is woken at least once.
+        if not storage.items_left(execution_id):
+            self.wake([execution_id])
+        return fields["status"]
+
+    def _perform(self: Engine, fn: Callable[..., Any], meta: dict[str, Any]) -> dict[str, Any]:
+        if meta.get("spread"):
+            args, kwargs = tuple(meta["input"]["args"]), meta["input"]["kwargs"]
+        else:
+            args, kwargs = (meta["input"],), {}
+        try:
+            result = call_with_timeout(fn, args, kwargs, meta.get("timeout"))
+            _, value = values.roundtrip(result, max_bytes=self.settings.max_payload_bytes)
+        except Exception as exc:  # noqa: BLE001 - recorded, raised into the workflow by its delivery
+            fields: dict[str, Any] = {"status": StepStatus.FAILED, "error": values.encode_error(exc)}
+            if isinstance(exc, exceptions.RetryableError):
+                retry = {"max_attempts": exc.max_attempts, "retry_interval": exc.retry_interval}
+                fields["meta"] = {**meta, "retry": retry}
+            return {**fields, "finished_at": NOW}
+        return {"status": StepStatus.COMPLETED, "value": value, "finished_at": NOW}
+
+    def _resend_items(self: Engine, limit: int) -> int:
+        """The sweep's part: send again the items whose message or worker was lost."""
+        with self.storage.atomic():
+            stale = self.storage.lock_stale_items(self.settings.lease_seconds, limit)
+            for execution_id, key, queue in stale:
+                self.storage.enqueue(dispatch.RUN_ITEM, (execution_id, key), queue)
+        return len(stale)

@@ -1,0 +1,162 @@
+"""``ctx.step.map`` and ``ctx.step.run(queue=)``: step bodies run as their own Celery tasks.
+
+The delivery writes the step's record and one ``item`` record per body to run (see
+``durableflow.engine.items``) in one fenced transaction, sends the item tasks once it
+commits, and suspends: the execution holds no worker while they run. The item that finishes
+last wakes it; its next delivery finds every item record in the journal it claimed and
+gathers the results, in item order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from durableflow import dispatch, exceptions, values
+from durableflow.engine.context import MAX_KEY_LENGTH
+from durableflow.engine.items import ITEM, function_path, item_error
+from durableflow.engine.records import StepRecordData
+from durableflow.engine.states import StepStatus
+from durableflow.engine.steps.base import StepBase, started_at
+
+__all__ = ["FanoutSteps", "item_key", "attempt_key"]
+
+_DONE = (StepStatus.COMPLETED, StepStatus.FAILED)
+
+
+def item_key(key: str, index: int) -> str:
+    """The record of item ``index`` of the map at ``key``."""
+    return f"{key}[{index}]"
+
+
+def attempt_key(key: str, attempt: int) -> str:
+    """The record of attempt ``attempt`` of the ``run(queue=)`` step at ``key``."""
+    return f"{key}@{attempt}"
+
+
+class FanoutSteps(StepBase):
+    def map(
+        self,
+        key: str,
+        fn: Callable[[Any], Any],
+        items: Any,
+        *,
+        queue: str | None = None,
+        max_concurrency: int | None = None,
+    ) -> list[Any]:
+        """``[fn(item) for item in items]``, each call as its own Celery task on ``queue``.
+
+        Returns the results in item order once all are done. A failed item raises its error
+        here, after the others finished. ``max_concurrency`` bounds how many run at once.
+        """
+        ctx = self._ctx
+        if not isinstance(key, str):
+            raise TypeError("ctx.step.map() needs a step key first")
+        key, _ = ctx._key((key,))
+        path = function_path(fn)
+        if max_concurrency is not None and (
+            isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
+        ):
+            raise ValueError("max_concurrency must be a positive integer")
+        items = list(items)
+        if len(item_key(key, max(len(items) - 1, 0))) > MAX_KEY_LENGTH:
+            raise exceptions.WorkflowValueError(
+                "INVALID_STEP_KEY", f"map key {key[:40]!r}...: too long to name its {len(items)} items"
+            )
+        record = ctx._reach(key, "map")
+        if record is not None:
+            if record.status == StepStatus.COMPLETED:
+                return record.value
+            if record.status == StepStatus.FAILED:
+                ctx._raise_recorded(record)
+            return self._gather(key, record)
+        ctx._go_live()
+        now = ctx._journal.now()
+        try:
+            _, inputs = values.roundtrip(items, max_bytes=ctx._settings.max_payload_bytes)
+        except exceptions.WorkflowValueError as exc:
+            exc.message = f"map {key!r}: the items are not durable values: {exc.message}"
+            return self._record_failure("map", key, None, 1, exc, now)
+        if not inputs:
+            ctx._record_live(key, "map", [], attempts=1, meta={"fn": path, "items": 0})
+            return []
+        queue = queue or ctx._journal.queue
+        window = len(inputs) if max_concurrency is None else max_concurrency
+        meta = {"fn": path, "items": len(inputs), "queue": queue, "max_concurrency": max_concurrency}
+        records = [
+            StepRecordData(
+                key=item_key(key, index),
+                kind=ITEM,
+                status=StepStatus.WAITING,
+                meta={"fn": path, "input": item, "queue": queue},
+                started_at=now if index < window else None,  # None: not sent yet (max_concurrency)
+            )
+            for index, item in enumerate(inputs)
+        ]
+        self._fan_out(StepRecordData(key=key, kind="map", status=StepStatus.WAITING, meta=meta, started_at=now), records)
+        raise ctx._suspend(None, {"kind": "task", "step": key, "items": len(inputs)})
+
+    def _gather(self, key: str, record: StepRecordData) -> list[Any]:
+        ctx = self._ctx
+        items = [ctx._records.get(item_key(key, index)) for index in range(record.meta["items"])]
+        if any(item is None or item.status not in _DONE for item in items):
+            raise ctx._suspend(None, {"kind": "task", "step": key, "items": len(items)})
+        failed = next((item for item in items if item.status == StepStatus.FAILED), None)
+        if failed is not None:
+            error = item_error(failed)
+            return self._record_failure("map", key, record, 1, error, record.started_at)
+        value = [item.value for item in items]
+        ctx._go_live()
+        ctx._record_live(key, "map", value, attempts=1, meta=record.meta, started_at=record.started_at)
+        return value
+
+    def _run_remote(self, key, record, fn, fn_args, kwargs, queue, retry, schema, timeout) -> Any:
+        """``run(queue=)``: each attempt is an item on ``queue``; retries wait durably, as for ``run``."""
+        ctx = self._ctx
+        if record is not None and record.status == StepStatus.WAITING:
+            sent = record.meta.get("task")
+            if sent is not None:
+                attempt = ctx._records.get(attempt_key(key, sent))
+                if attempt is None or attempt.status not in _DONE:
+                    raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": sent, "queue": queue})
+                started = started_at(record, record.started_at)
+                if attempt.status == StepStatus.COMPLETED:
+                    return self._succeeded(key, record, sent, attempt.value, schema, started)
+                return self._failed_attempt(key, record, sent, item_error(attempt), retry, started)
+            self._wait_until_due(key, record)  # a retry: suspends until the next attempt is due
+        path = function_path(fn)
+        number = (record.attempts if record else 0) + 1
+        ctx._go_live()
+        now = ctx._journal.now()
+        try:
+            _, arguments = values.roundtrip({"args": list(fn_args), "kwargs": kwargs}, max_bytes=ctx._settings.max_payload_bytes)
+        except exceptions.WorkflowValueError as exc:
+            exc.message = f"step {key!r}: the arguments of a step on a queue must be durable values: {exc.message}"
+            return self._record_failure("run", key, record, number, exc, now)
+        step = StepRecordData(
+            key=key,
+            kind="run",
+            status=StepStatus.WAITING,
+            attempts=number - 1,
+            meta={"task": number, "queue": queue},
+            started_at=started_at(record, now),
+        )
+        body = StepRecordData(
+            key=attempt_key(key, number),
+            kind=ITEM,
+            status=StepStatus.WAITING,
+            meta={"fn": path, "input": arguments, "spread": True, "queue": queue, "timeout": timeout},
+            started_at=now,
+        )
+        self._fan_out(step, [body], new=record is None)
+        raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": number, "queue": queue})
+
+    def _fan_out(self, step: StepRecordData, bodies: list[StepRecordData], *, new: bool = True) -> None:
+        """Record ``step`` and its item records together, and send the first items once that commits."""
+        ctx = self._ctx
+        storage = ctx._journal.storage
+        with storage.atomic():
+            ctx._write(step, new=new)
+            ctx._write_many(bodies)
+            for body in bodies:
+                if body.started_at is not None:
+                    storage.enqueue(dispatch.RUN_ITEM, (ctx.execution_id, body.key), body.meta["queue"])
