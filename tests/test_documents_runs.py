@@ -33,6 +33,16 @@ def doc(initial, **states):
     return {"$workflow": "0.2", "initial": initial, "states": states}
 
 
+def settle(backend, execution_id):
+    """Deliver while the execution is runnable, without moving the clock: where it waits."""
+    for _ in range(20):
+        execution = backend.get(execution_id)
+        if execution.status != "pending":
+            return execution
+        backend.deliver(execution_id)
+    raise AssertionError(f"{execution_id} is still runnable")
+
+
 def traces(backend, execution_id):
     return [r.value for r in backend.records(execution_id) if r.kind == "trace"]
 
@@ -191,3 +201,167 @@ def test_saving_the_same_document_again_keeps_its_revision():
     document = doc("done", done={"final": True})
     assert documents.save("d.same", document) == 1
     assert documents.save("d.same", document) == 1
+
+
+# on: events and delays --------------------------------------------------------------------------
+
+
+def approval(**on_state):
+    return doc(
+        "total",
+        total={"work": {"task": "t.total", "version": "1"}, "then": "check"},
+        check={"choose": [{"guard": "data.total > `100`", "to": "approve"}], "otherwise": "done"},
+        approve=on_state,
+        done={"final": True},
+        rejected={"final": True},
+        expired={"final": True},
+    )
+
+
+ORDER = {"id": 7, "items": [80, 40]}
+
+
+def test_an_event_moves_an_on_state_and_becomes_event(backend):
+    backend.documents.save("d.event", approval(
+        on=[{"event": "order.approved", "to": "done"}], after={"ms": 60_000, "to": "expired"},
+    ))  # fmt: skip
+    execution_id = backend.start("d.event", ORDER)
+    execution = settle(backend, execution_id)
+    assert (execution.status, execution.waiting_for["event_type"]) == ("waiting", "order.approved")
+    assert backend.send_event("order.approved", {"by": "ann"}) == 1
+    assert backend.run(execution_id).result == {"id": 7, "total": 120}
+    last = traces(backend, execution_id)[-1]
+    assert (last["from"], last["to"], last["by"]) == ("approve", "done", "on/0")
+
+
+def test_the_after_branch_is_taken_when_no_event_comes(backend):
+    backend.documents.save("d.after", approval(
+        on=[{"event": "order.approved", "to": "done"}], after={"ms": 5000, "to": "expired"},
+    ))  # fmt: skip
+    execution_id = backend.start("d.after", ORDER)
+    execution = backend.run(execution_id)  # moves the clock over the wait's deadline
+    assert execution.status == "completed"
+    assert traces(backend, execution_id)[-1]["by"] == "after"
+    wait = next(r for r in backend.records(execution_id) if r.kind == "event")
+    assert (wait.key, wait.status, wait.error["code"]) == ("approve@1", "failed", "WAIT_TIMEOUT")
+
+
+def test_guards_pick_the_branch_and_an_event_no_guard_takes_is_ignored(backend):
+    backend.documents.save("d.guards", approval(
+        on=[
+            {"event": "order.decided", "guard": "event.payload.id == data.id && event.payload.ok", "to": "done"},
+            {"event": "order.decided", "guard": "event.payload.id == data.id", "to": "rejected"},
+        ],
+        after={"ms": 60_000, "to": "expired"},
+    ))  # fmt: skip
+    execution_id = backend.start("d.guards", ORDER)
+    settle(backend, execution_id)
+    backend.send_event("order.decided", {"id": 8, "ok": True})  # another order's: no guard holds
+    execution = settle(backend, execution_id)
+    assert (execution.status, execution.waiting_for["step"]) == ("waiting", "approve@1#2")
+    backend.send_event("order.decided", {"id": 7, "ok": False})
+    assert settle(backend, execution_id).status == "completed"
+    assert traces(backend, execution_id)[-1]["to"] == "rejected"
+
+
+def test_a_second_wait_keeps_the_first_wait_s_deadline(backend):
+    backend.documents.save("d.deadline", approval(
+        on=[{"event": "order.decided", "guard": "event.payload.ok", "to": "done"}],
+        after={"ms": 10_000, "to": "expired"},
+    ))  # fmt: skip
+    execution_id = backend.start("d.deadline", ORDER)
+    first = settle(backend, execution_id).wake_at
+    backend.advance(4)
+    backend.send_event("order.decided", {"ok": False})
+    # The same deadline, give or take the moments between two reads of the clock.
+    assert abs((settle(backend, execution_id).wake_at - first).total_seconds()) < 0.05
+    assert backend.run(execution_id).status == "completed"
+    assert traces(backend, execution_id)[-1]["to"] == "expired"
+
+
+def test_an_on_state_with_several_event_types_takes_the_earliest(backend):
+    backend.documents.save("d.any", approval(
+        on=[{"event": "order.approved", "to": "done"}, {"event": "order.rejected", "to": "rejected"}],
+        after={"ms": 60_000, "to": "expired"},
+    ))  # fmt: skip
+    execution_id = backend.start("d.any", ORDER)
+    settle(backend, execution_id)
+    assert backend.get(execution_id).waiting_for["event_types"] == ["order.approved", "order.rejected"]
+    assert backend.send_event("order.rejected", {"why": "no stock"}) == 1
+    execution = settle(backend, execution_id)
+    assert execution.status == "completed"
+    assert traces(backend, execution_id)[-1]["to"] == "rejected"
+    wait = next(r for r in backend.records(execution_id) if r.kind == "event")
+    assert wait.value == {"event": "order.rejected", "payload": {"why": "no stock"}}
+    # The other type's waiter is closed: a later event of it wakes nothing.
+    assert backend.send_event("order.approved", {}) == 0
+
+
+def test_events_published_before_the_on_state_are_seen_in_order(backend):
+    backend.documents.save("d.early", doc(
+        "pause",
+        pause={"on": [], "after": {"ms": 1000, "to": "approve"}},
+        approve={"on": [{"event": "b", "to": "got-b"}, {"event": "a", "to": "got-a"}]},
+        **{"got-a": {"final": True}, "got-b": {"final": True}},
+    ))  # fmt: skip
+    execution_id = backend.start("d.early", None)
+    backend.deliver(execution_id)  # sleeping in "pause"
+    backend.send_event("a", 1)
+    backend.send_event("b", 2)
+    assert backend.run(execution_id).status == "completed"
+    assert traces(backend, execution_id)[-1]["to"] == "got-a"  # the earliest published
+
+
+def test_the_several_types_timeout_closes_every_waiter(backend):
+    backend.documents.save("d.any-timeout", approval(
+        on=[{"event": "x.one", "to": "done"}, {"event": "x.two", "to": "rejected"}],
+        after={"ms": 2000, "to": "expired"},
+    ))  # fmt: skip
+    execution_id = backend.start("d.any-timeout", ORDER)
+    assert backend.run(execution_id).status == "completed"
+    assert traces(backend, execution_id)[-1]["to"] == "expired"
+    assert backend.send_event("x.one", {}) == backend.send_event("x.two", {}) == 0
+
+
+# DAG work with concurrent nodes -------------------------------------------------------------------
+
+
+def test_a_wave_of_several_nodes_runs_as_one_map(backend):
+    backend.documents.save("d.wave", doc(
+        "work",
+        work={"work": {"dag": {"$dag": "0.1", "nodes": {
+            "in": {"kind": "input"},
+            "a": {"kind": "task", "task": "t.double", "version": "1", "checkpoint": True},
+            "b": {"kind": "task", "task": "t.echo", "version": "1"},
+            "sum": {"kind": "task", "task": "t.add", "version": "1"},
+            "out": {"kind": "output", "with": "{sum: nodes.sum}"},
+        }, "edges": [{"from": "in", "to": "a"}, {"from": "in", "to": "b"}, {"from": "a", "to": "sum"},
+                     {"from": "b", "to": "sum"}, {"from": "sum", "to": "out"}]}}, "then": "done"},
+        done={"final": True},
+    ))  # fmt: skip
+    execution_id = backend.start("d.wave", 5)
+    assert backend.run(execution_id).result == {"sum": 15}
+    kinds = [(r.key, r.kind) for r in backend.records(execution_id) if r.kind in ("map", "item", "run")]
+    assert sorted(kinds) == [("work@1/sum", "run"), ("work@1/wave-1", "map"), ("work@1/wave-1[0]", "item"),
+                             ("work@1/wave-1[1]", "item")]  # fmt: skip
+    nodes = [t["node"] for t in traces(backend, execution_id) if t["type"] == "node"]
+    assert nodes == ["a", "b", "sum"]
+
+
+def test_a_failing_node_takes_the_catch_branch_naming_the_node(backend):
+    backend.documents.save("d.wave-fails", doc(
+        "work",
+        work={"work": {"dag": {"$dag": "0.1", "nodes": {
+            "in": {"kind": "input"},
+            "ok": {"kind": "task", "task": "t.echo", "version": "1"},
+            "bad": {"kind": "task", "task": "t.fail", "version": "1"},
+            "out": {"kind": "output"},
+        }, "edges": [{"from": "in", "to": "ok"}, {"from": "in", "to": "bad"}, {"from": "ok", "to": "out"},
+                     {"from": "bad", "to": "out"}]}}, "then": "done", "catch": "failed"},
+        done={"final": True},
+        failed={"final": True},
+    ))  # fmt: skip
+    execution_id = backend.start("d.wave-fails", 3)
+    result = backend.run(execution_id).result
+    assert result["error"]["node"] == "bad" and result["error"]["state"] == "work"
+    assert traces(backend, execution_id)[-1]["to"] == "failed"
