@@ -3,12 +3,14 @@ engine, each invariant counted from database rows."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 import durableflow
 from durableflow import operations
-from durableflow.models import StepRecord
-from tests.helpers import uid, wait_status
+from durableflow.models import Execution, StepRecord
+from tests.helpers import uid, wait_for, wait_status
 from tests.testapp.models import Marker
 
 pytestmark = pytest.mark.integration
@@ -121,3 +123,93 @@ def test_a_running_execution_keeps_its_revision_after_the_document_is_edited(clu
     newer = wait_status(durableflow.start(name, "y").id)
     assert newer.version == "document-2"
     assert Marker.count(f"{tag}:r2") == 1
+
+
+def test_work_choose_on_an_event_final_driven_by_send_event(cluster, live_db):
+    tag = uid("event")
+    name = saved(document(
+        "total",
+        total={"work": {"task": "t.total", "version": "1"}, "then": "check"},
+        check={"choose": [{"guard": "data.total > `100`", "to": "approve"}], "otherwise": "ship"},
+        approve={"on": [{"event": "doc.approved", "guard": f"event.payload.tag == '{tag}'", "to": "ship"}],
+                 "after": {"ms": 600_000, "to": "expired"}},
+        ship=mark(tag, "done"),
+        done={"final": True},
+        expired={"final": True},
+    ))  # fmt: skip
+    execution = durableflow.start(name, {"id": 3, "items": [90, 30]})
+    waiting = wait_status(execution.id, status="waiting")
+    assert waiting.waiting_for["event_type"] == "doc.approved"
+    assert Marker.count(tag) == 0
+
+    assert durableflow.send_event("doc.approved", {"tag": tag}) == 1
+    done = wait_status(execution.id)
+    assert done.result == {"id": 3, "total": 120}
+    assert Marker.count(tag) == 1
+    assert [(t["from"], t["to"], t["by"]) for t in traces(execution.id)][-2:] == [
+        ("approve", "ship", "on/0"),
+        ("ship", "done", "then"),
+    ]
+
+
+def test_the_after_branch_is_taken_on_timeout_on_a_worker(cluster, live_db):
+    tag = uid("expired")
+    name = saved(document(
+        "approve",
+        approve={"on": [{"event": "doc.never", "to": "done"}], "after": {"ms": 1500, "to": "expired"}},
+        expired=mark(tag, "done"),
+        done={"final": True},
+    ))  # fmt: skip
+    execution = durableflow.start(name, "late")
+    done = wait_status(execution.id, timeout=60)  # woken by beat's sweep at the deadline
+    assert done.result == "late"
+    assert Marker.count(tag) == 1
+    assert traces(execution.id)[-2]["by"] == "after"
+    wait = StepRecord.objects.get(execution_id=execution.id, kind="event")
+    assert (wait.status, wait.error["code"]) == ("failed", "WAIT_TIMEOUT")
+
+
+def test_a_checkpointed_dag_node_runs_once_when_a_worker_is_killed(workers, live_db, tmp_path):
+    """Six nodes, two branches: a1 → a2 and b1 → b2 between the input and the output. The
+    worker is SIGKILLed while b1 holds, after a1 (checkpointed) finished; another worker
+    finishes the run, and a1's task has run once."""
+    queue, tag = uid("q"), uid("dag")
+    release = tmp_path / "release"
+
+    def node(task: str, label: str, checkpoint: bool = False) -> dict:
+        return {"kind": "task", "task": task, "version": "1", "checkpoint": checkpoint,
+                "with": f"{{tag: '{tag}:{label}', value: input, release: '{release}'}}"}  # fmt: skip
+
+    name = saved(document(
+        "work",
+        work={"work": {"dag": {"$dag": "0.1", "nodes": {
+            "in": {"kind": "input"},
+            "a1": node("t.mark", "a1", checkpoint=True),
+            "a2": node("t.mark", "a2"),
+            "b1": node("t.hold", "b1", checkpoint=True),
+            "b2": node("t.mark", "b2"),
+            "out": {"kind": "output", "with": "nodes"},
+        }, "edges": [{"from": "in", "to": "a1"}, {"from": "a1", "to": "a2"}, {"from": "in", "to": "b1"},
+                     {"from": "b1", "to": "b2"}, {"from": "a2", "to": "out"}, {"from": "b2", "to": "out"}]}},
+              "then": "done"},
+        done={"final": True},
+    ))  # fmt: skip
+    first = workers(queue, concurrency=2)
+    execution = durableflow.start(name, 1, queue=queue)
+    # a1 recorded (its item completed), b1 holding on the same worker.
+    wait_for(lambda: StepRecord.objects.filter(execution_id=execution.id, key="work@1/wave-1[0]",
+                                               status="completed").exists(), timeout=60, what="a1 to finish")  # fmt: skip
+    wait_for(lambda: Marker.count(f"{tag}:b1") == 1, timeout=60, what="b1 to start")
+
+    first.kill(signal.SIGKILL)
+    release.touch()
+    workers(queue, concurrency=2)
+    done = wait_status(execution.id, timeout=120)
+
+    assert done.result == {"a2": 1, "b2": 1}
+    assert Marker.count(f"{tag}:a1") == 1  # the checkpointed node never ran again
+    assert Marker.count(f"{tag}:b1") == 2  # the killed attempt, then the one that finished
+    assert [Marker.count(f"{tag}:{n}") for n in ("a2", "b2")] == [1, 1]
+    nodes = [t["node"] for t in traces(execution.id) if t["type"] == "node"]
+    assert nodes == ["a1", "b1", "a2", "b2"]
+    assert Execution.objects.get(pk=execution.id).version == "document-1"
