@@ -203,6 +203,28 @@ def test_saving_the_same_document_again_keeps_its_revision():
     assert documents.save("d.same", document) == 1
 
 
+def test_traces_lost_with_a_delivery_are_written_by_the_next(backend, monkeypatch):
+    from durableflow.documents.interpreter import Tracer
+
+    backend.documents.save("d.lost-traces", doc(
+        "a",
+        a={"work": {"task": "t.double", "version": "1"}, "then": "pause"},
+        pause={"on": [], "after": {"ms": 1000, "to": "done"}},
+        done={"final": True},
+    ))  # fmt: skip
+    execution_id = backend.start("d.lost-traces", 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(Tracer, "flush", lambda self: None)  # as if the worker died before writing them
+        backend.deliver(execution_id)
+    assert traces(backend, execution_id) == []
+    assert backend.run(execution_id).result == 2
+    assert [(t["from"], t["to"]) for t in traces(backend, execution_id)] == [
+        (None, "a"), ("a", "pause"), ("pause", "done"),
+    ]  # fmt: skip
+    assert [r.key for r in backend.records(execution_id) if r.kind == "trace"] == ["$trace:1", "$trace:2", "$trace:3"]
+    assert document_tasks.calls == {"t.double": 1}
+
+
 # on: events and delays --------------------------------------------------------------------------
 
 

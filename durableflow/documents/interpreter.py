@@ -13,7 +13,10 @@ transitions from journaled values only, so each delivery reaches the same record
   a nested ``final`` leaves it for the flow's ``then``; the top ``final`` returns ``data``.
 - ``on`` waits with the engine's event waits and timers (``ctx.step.wait_for_event``).
 - Every transition and every node completion is a **trace record** in the journal (kind
-  ``trace``, key ``$trace:<n>``), written once: a replay finds it recorded.
+  ``trace``, key ``$trace:<n>``, numbered in the run's order), written once: a replay finds it
+  recorded. A delivery writes its new trace records together, in one write when it ends
+  (suspends, fails or completes), not one write per transition: a crash before that write
+  loses nothing, as the next delivery replays the same transitions and writes them then.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from durableflow.documents import waiting
 from durableflow.documents.expressions import evaluate
 from durableflow.documents.machine import Dag, Run, Transition
 from durableflow.documents.tasks import TaskDefinition, tasks
+from durableflow.engine.records import LeaseLost, StepConflict, StepRecordData
+from durableflow.engine.states import StepStatus
 
 __all__ = ["run", "run_node", "step_key", "TRACE"]
 
@@ -37,8 +42,15 @@ def run(ctx: Any, compiled: dict[str, Any], params: Any) -> Any:
     """Run ``compiled`` (a revision's compiled form) on ``ctx`` with ``params`` as ``input``."""
     machine = Run(compiled, params)
     trace = Tracer(ctx, machine)
+    try:
+        return _walk(ctx, machine, trace)
+    finally:
+        trace.flush()
+
+
+def _walk(ctx: Any, machine: Run, trace: Tracer) -> Any:
     trace.transition(machine.begin())
-    states = compiled["states"]
+    states = machine.states
     while True:
         state = states[machine.current]
         kind = state["kind"]
@@ -75,6 +87,7 @@ class Tracer:
         self.ctx = ctx
         self.machine = machine
         self.count = 0
+        self.pending: list[StepRecordData] = []
 
     def transition(self, transition: Transition) -> None:
         states = self.machine.states
@@ -90,10 +103,18 @@ class Tracer:
     def record(self, value: dict[str, Any]) -> None:
         self.count += 1
         key = f"$trace:{self.count}"
-        ctx = self.ctx
-        if ctx._reach(key, TRACE) is None:
-            ctx._go_live()
-            ctx._record_live(key, TRACE, value, attempts=1)
+        if self.ctx._reach(key, TRACE) is None:
+            now = self.ctx._journal.now()
+            self.pending.append(StepRecordData(key=key, kind=TRACE, status=StepStatus.COMPLETED, attempts=1,
+                                               value=value, started_at=now, finished_at=now))  # fmt: skip
+
+    def flush(self) -> None:
+        """Write the new trace records in one fenced write, unless the lease is known lost (a
+        conflicting or fenced-out delivery writes nothing more; its successor will)."""
+        if not self.pending or isinstance(self.ctx.interrupt, (LeaseLost, StepConflict)):
+            return
+        pending, self.pending = self.pending, []
+        self.ctx._write_many(pending)
 
 
 # work ---------------------------------------------------------------------------------------
