@@ -105,6 +105,13 @@ def test_validate_again_records_the_verdict(db, admin_client):
     assert row.valid is True
 
 
+def test_the_execution_list_can_be_filtered_by_a_document(db, admin_client):
+    name = uid("doc")
+    operations.save_document(name, DOCUMENT)
+    body = admin_client.get(reverse("admin:durableflow_execution_changelist")).content.decode()
+    assert f"?workflow={name}" in body
+
+
 def test_a_viewer_reads_but_cannot_save(db, client, django_user_model):
     row, _ = operations.save_document(uid("doc"), DOCUMENT)
     client.force_login(staff(django_user_model, "reader", "view_workflowdocument"))

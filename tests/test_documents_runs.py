@@ -113,6 +113,18 @@ def test_a_nested_flow_leaves_through_its_then(backend):
     assert [r.key for r in backend.records(execution_id) if r.kind == "run"] == ["outer/a@1", "outer/b@1", "last@1"]
 
 
+def test_an_expression_that_fails_on_the_data_fails_the_run_naming_the_member(backend):
+    backend.documents.save("d.bad-guard", doc(
+        "check",
+        check={"choose": [{"guard": "abs(data) > `1`", "to": "done"}], "otherwise": "done"},
+        done={"final": True},
+    ))  # fmt: skip
+    execution = backend.run(backend.start("d.bad-guard", "not a number"))
+    assert execution.status == "failed"
+    assert execution.error["code"] == "EXPRESSION_FAILED"
+    assert execution.error["detail"]["pointer"] == "/states/check/choose/0/guard"
+
+
 def test_a_loop_runs_until_its_guard_and_counts_visits(backend):
     backend.documents.save("d.loop", doc(
         "step",

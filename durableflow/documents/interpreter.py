@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from durableflow import exceptions
+from durableflow import exceptions, values
 from durableflow.documents import waiting
 from durableflow.documents.expressions import evaluate
 from durableflow.documents.machine import Dag, Run, Transition
@@ -133,8 +133,9 @@ def _work(ctx: Any, machine: Run, state: dict[str, Any], trace: Tracer) -> Trans
     except Exception as exc:
         if ctx.interrupt is not None or isinstance(exc, exceptions.NonDeterminismError):
             raise  # the engine's control flow, not the task's failure
-        error = {"code": getattr(exc, "code", None) or "STEP_FAILED", "message": str(getattr(exc, "message", exc)),
-                 "state": state["path"], **getattr(exc, "__durableflow_node__", {})}  # fmt: skip
+        recorded = values.encode_error(exc)  # its code and message, as storable text
+        error = {"code": recorded["code"], "message": recorded["message"], "state": state["path"],
+                 **getattr(exc, "__durableflow_node__", {})}  # fmt: skip
         caught = machine.failed(state, error)
         if caught is None:
             raise
