@@ -13,8 +13,8 @@ from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     Claim,
     Completed,
-    Continued,
     ContinueAsNew,
+    Continued,
     Failed,
     LeaseLost,
     Outcome,

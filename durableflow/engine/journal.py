@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
-
 from typing import TYPE_CHECKING
 
 from durableflow import dispatch

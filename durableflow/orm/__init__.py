@@ -10,8 +10,8 @@ from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.effects import OrmEffects
 from durableflow.orm.items import OrmItems
 from durableflow.orm.stores import OrmStores
-from durableflow.orm.waits import OrmWaits
 from durableflow.orm.transactions import OrmTransactions
+from durableflow.orm.waits import OrmWaits
 
 __all__ = ["OrmStorage", "db_alias"]
 

@@ -11,8 +11,8 @@ from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecut
 from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
 from durableflow.engine.memory.items import MemoryItems
 from durableflow.engine.memory.stores import MemoryStores
-from durableflow.engine.memory.waits import MemoryWaits
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
+from durableflow.engine.memory.waits import MemoryWaits
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryEffect", "MemoryTables", "MemoryTable", "InMemoryStorage"]
 

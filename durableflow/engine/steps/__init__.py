@@ -12,8 +12,8 @@ from durableflow.engine.steps.fanout import FanoutSteps
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.stores import StoreSteps
 from durableflow.engine.steps.timers import TimerSteps
-from durableflow.engine.steps.waits import WaitSteps
 from durableflow.engine.steps.transactions import TransactionSteps
+from durableflow.engine.steps.waits import WaitSteps
 
 __all__ = ["StepAPI"]
 
