@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from durableflow import exceptions, values
+from durableflow import values
 from durableflow.documents import cycles, dag
 from durableflow.documents.expressions import compile_expression
 from durableflow.documents.pointers import escape, join
 from durableflow.documents.shape import MAX_NAME, check_name, only, required, storable
+from durableflow.exceptions import DocumentError
 
 __all__ = ["compile_document", "FORMAT", "MAX_STATES", "MAX_DEPTH", "MAX_LIMIT", "MAX_DELAY_MS"]
 
@@ -45,7 +46,6 @@ CHOICE_MEMBERS = frozenset({"guard", "to"})
 EVENT_MEMBERS = frozenset({"event", "to", "guard"})
 AFTER_MEMBERS = frozenset({"ms", "to"})
 
-Error = exceptions.DocumentError
 TaskCheck = Callable[[str, str], bool]
 
 
@@ -63,16 +63,16 @@ def compile_document(document: Any, *, has_task: TaskCheck | None = None) -> dic
     # checked for its type here, and every text the compiler accepts for being storable, so a
     # document that compiles is JSON data (a durable value) as well.
     if not isinstance(document, dict):
-        raise Error("DOCUMENT_FORMAT", 'a workflow document is an object with "$workflow": "0.2"')
+        raise DocumentError("DOCUMENT_FORMAT", 'a workflow document is an object with "$workflow": "0.2"')
     if document.get("$workflow") != "0.2":
-        raise Error("DOCUMENT_FORMAT", 'a workflow document needs "$workflow": "0.2"', pointer="/$workflow")
+        raise DocumentError("DOCUMENT_FORMAT", 'a workflow document needs "$workflow": "0.2"', pointer="/$workflow")
     only(document, TOP_MEMBERS, "")
     revision = document.get("revision")
     if revision is not None:
         _text(revision, "/revision", "revision (a label)")
     description = document.get("description", "")
     if not isinstance(description, str):
-        raise Error("INVALID_MEMBER", "description is a string", pointer="/description")
+        raise DocumentError("INVALID_MEMBER", "description is a string", pointer="/description")
     storable(description, "/description")
     lowering = _Lowering(has_task)
     initial = lowering.scope(document, "", None, None, 0)
@@ -106,12 +106,16 @@ class _Lowering:
         if not isinstance(states, dict) or not states:
             why = "missing" if states is None else "not a non-empty object"
             code = "MISSING_MEMBER" if states is None else "INVALID_MEMBER"
-            raise Error(code, f"states is {why}: a scope declares its states by name", pointer=f"{prefix}/states")
+            raise DocumentError(
+                code,
+                f"states is {why}: a scope declares its states by name",
+                pointer=f"{prefix}/states",
+            )
         if len(self.states) + len(states) > MAX_STATES:
-            raise Error("DOCUMENT_TOO_LARGE", f"more than {MAX_STATES} states", pointer=f"{prefix}/states")
+            raise DocumentError("DOCUMENT_TOO_LARGE", f"more than {MAX_STATES} states", pointer=f"{prefix}/states")
         initial = body.get("initial")
         if initial is None:
-            raise Error("MISSING_MEMBER", "initial names the scope's first state", pointer=f"{prefix}/initial")
+            raise DocumentError("MISSING_MEMBER", "initial names the scope's first state", pointer=f"{prefix}/initial")
         # Indexes first, so that transitions can name states declared further down.
         first = len(self.states)
         index: dict[str, int] = {}
@@ -139,8 +143,10 @@ class _Lowering:
             state["kind"] = kind
             limit = state["limit"] = spec.get("limit")
             if limit is not None and (type(limit) is not int or not 1 <= limit <= MAX_LIMIT):
-                raise Error("INVALID_LIMIT", f"limit is a whole number of visits from 1 to {MAX_LIMIT}, not {limit!r}",
-                            pointer=f"{state['pointer']}/limit")  # fmt: skip
+                raise DocumentError(
+                    "INVALID_LIMIT", f"limit is a whole number of visits from 1 to {MAX_LIMIT}, not {limit!r}",
+                    pointer=f"{state['pointer']}/limit",
+                )
             lower[kind](i, state, spec, index, exit_to, depth)
         return start
 
@@ -152,8 +158,10 @@ class _Lowering:
         pointer = state["pointer"]
         work = spec["work"]
         if type(work) is not dict or ("task" in work) == ("dag" in work):
-            raise Error("INVALID_MEMBER", 'work is {"task", "version", "with"?} or {"dag": {...}}',
-                        pointer=f"{pointer}/work")  # fmt: skip
+            raise DocumentError(
+                "INVALID_MEMBER", 'work is {"task", "version", "with"?} or {"dag": {...}}',
+                pointer=f"{pointer}/work",
+            )
         if "task" in work:
             if not work.keys() <= TASK_MEMBERS:
                 only(work, TASK_MEMBERS, f"{pointer}/work")
@@ -173,14 +181,18 @@ class _Lowering:
         pointer = state["pointer"]
         branches = spec["choose"]
         if type(branches) is not list or not branches:
-            raise Error("INVALID_MEMBER", "choose is a non-empty list of {guard, to}", pointer=f"{pointer}/choose")
+            raise DocumentError(
+                "INVALID_MEMBER",
+                "choose is a non-empty list of {guard, to}",
+                pointer=f"{pointer}/choose",
+            )
         choices = state["choose"] = []
         automatic = self.automatic[i]
         for n, branch in enumerate(branches):
             if type(branch) is not dict or not branch.keys() <= CHOICE_MEMBERS or "guard" not in branch:
                 at = f"{pointer}/choose/{n}"
                 if type(branch) is not dict:
-                    raise Error("INVALID_MEMBER", "a choice is {guard, to}", pointer=at)
+                    raise DocumentError("INVALID_MEMBER", "a choice is {guard, to}", pointer=at)
                 only(branch, CHOICE_MEMBERS, at)
                 required(branch, "guard", at)
             guard = _expression(branch["guard"], pointer, "choose", n, "guard")
@@ -188,8 +200,10 @@ class _Lowering:
             choices.append({"guard": guard, "to": to})
             automatic.append(to)
         if "otherwise" not in spec:
-            raise Error("MISSING_OTHERWISE", "a choose state needs otherwise: the state to go to when no guard holds",
-                        pointer=f"{pointer}/otherwise")  # fmt: skip
+            raise DocumentError(
+                "MISSING_OTHERWISE", "a choose state needs otherwise: the state to go to when no guard holds",
+                pointer=f"{pointer}/otherwise",
+            )
         state["otherwise"] = _target(index, spec["otherwise"], pointer, "otherwise")
         automatic.append(state["otherwise"])
 
@@ -197,16 +211,18 @@ class _Lowering:
         pointer = state["pointer"]
         branches = spec["on"]
         if type(branches) is not list:
-            raise Error("INVALID_MEMBER", "on is a list of {event, to, guard?}", pointer=f"{pointer}/on")
+            raise DocumentError("INVALID_MEMBER", "on is a list of {event, to, guard?}", pointer=f"{pointer}/on")
         if not branches and "after" not in spec:
-            raise Error("EMPTY_WAIT", "an on state waits for at least one event or an after delay",
-                        pointer=f"{pointer}/on")  # fmt: skip
+            raise DocumentError(
+                "EMPTY_WAIT", "an on state waits for at least one event or an after delay",
+                pointer=f"{pointer}/on",
+            )
         waits = state["on"] = []
         for n, branch in enumerate(branches):
             if type(branch) is not dict or not branch.keys() <= EVENT_MEMBERS or "event" not in branch:
                 at = f"{pointer}/on/{n}"
                 if type(branch) is not dict:
-                    raise Error("INVALID_MEMBER", "an event branch is {event, to, guard?}", pointer=at)
+                    raise DocumentError("INVALID_MEMBER", "an event branch is {event, to, guard?}", pointer=at)
                 only(branch, EVENT_MEMBERS, at)
                 required(branch, "event", at)
             event = branch["event"]
@@ -223,14 +239,16 @@ class _Lowering:
         if after is not None:
             if type(after) is not dict or not after.keys() <= AFTER_MEMBERS:
                 if type(after) is not dict:
-                    raise Error("INVALID_MEMBER", "after is {ms, to}", pointer=f"{pointer}/after")
+                    raise DocumentError("INVALID_MEMBER", "after is {ms, to}", pointer=f"{pointer}/after")
                 only(after, AFTER_MEMBERS, f"{pointer}/after")
             ms = after.get("ms")
             if type(ms) not in (int, float) or not 0 <= ms <= MAX_DELAY_MS:
                 required(after, "ms", f"{pointer}/after")
                 why = "negative" if type(ms) in (int, float) and ms < 0 else "not a number of milliseconds from 0"
-                raise Error("INVALID_DELAY", f"after.ms is {why} (at most a century): {ms!r}",
-                            pointer=f"{pointer}/after/ms")  # fmt: skip
+                raise DocumentError(
+                    "INVALID_DELAY", f"after.ms is {why} (at most a century): {ms!r}",
+                    pointer=f"{pointer}/after/ms",
+                )
             to = _target(index, after.get("to"), pointer, "after", "to")
             state["after"] = {"ms": ms, "to": to}
             self.automatic[i].append(to)  # time passes by itself
@@ -239,17 +257,21 @@ class _Lowering:
         pointer = state["pointer"]
         body = spec["flow"]
         if type(body) is not dict:
-            raise Error("INVALID_MEMBER", "flow is {initial, states}", pointer=f"{pointer}/flow")
+            raise DocumentError("INVALID_MEMBER", "flow is {initial, states}", pointer=f"{pointer}/flow")
         only(body, FLOW_MEMBERS, f"{pointer}/flow")
         if depth + 1 > MAX_DEPTH:
-            raise Error("NESTING_TOO_DEEP", f"flows nest at most {MAX_DEPTH} levels deep", pointer=f"{pointer}/flow")
+            raise DocumentError(
+                "NESTING_TOO_DEEP",
+                f"flows nest at most {MAX_DEPTH} levels deep",
+                pointer=f"{pointer}/flow",
+            )
         then = state["then"] = _target(index, spec.get("then"), pointer, "then")
         state["initial"] = self.scope(body, f"{pointer}/flow", i, then, depth + 1)
         self.automatic[i].append(state["initial"])
 
     def _final(self, i, state, spec, index, exit_to, depth) -> None:
         if spec["final"] is not True:
-            raise Error("INVALID_MEMBER", "final is true", pointer=f"{state['pointer']}/final")
+            raise DocumentError("INVALID_MEMBER", "final is true", pointer=f"{state['pointer']}/final")
         state["exit"] = exit_to  # a nested flow's final state continues to the flow's then
         if exit_to is not None:
             self.automatic[i].append(exit_to)
@@ -265,20 +287,21 @@ class _Lowering:
         if (name, version) not in self.tasks:
             self._task_ref(name, version, f"{pointer}/work")
         with_ = work.get("with")
-        return {"task": name, "version": version, "with": None if with_ is None else
-                _expression(with_, pointer, "work", "with")}  # fmt: skip
+        with_ = None if with_ is None else _expression(with_, pointer, "work", "with")
+        return {"task": name, "version": version, "with": with_}
 
     def _task_ref(self, name: str, version: str, pointer: str) -> None:
         if not self.has_task(name, version):
-            raise Error("UNKNOWN_TASK", f"no task {name!r} version {version!r} is registered: register it with "
-                        f"@durableflow.task({name!r}, version={version!r}) in a workflows module",
-                        pointer=f"{pointer}/task")  # fmt: skip
+            raise DocumentError(
+                "UNKNOWN_TASK",
+                f"no task {name!r} version {version!r} is registered: register it with "
+                f"@durableflow.task({name!r}, version={version!r}) in a workflows module",
+                pointer=f"{pointer}/task",
+            )
         self.tasks.add((name, version))
 
 
 # members ------------------------------------------------------------------------------------
-
-
 
 
 def _target(index: dict[str, int], name: Any, pointer: str, *member: str | int) -> int:
@@ -286,11 +309,15 @@ def _target(index: dict[str, int], name: Any, pointer: str, *member: str | int) 
     if found is None:
         at = join(pointer, *member)
         if name is None:
-            raise Error("MISSING_MEMBER", f"{member[-1]} names the state to go to", pointer=at)
+            raise DocumentError("MISSING_MEMBER", f"{member[-1]} names the state to go to", pointer=at)
         if type(name) is not str:
-            raise Error("INVALID_MEMBER", f"a transition names a state (a string), not {name!r}", pointer=at)
-        raise Error("UNDECLARED_STATE", f"no state {name[:MAX_NAME]!r} in this scope (transitions stay within "
-                    "their flow; leave a flow through a final state and its then)", pointer=at)  # fmt: skip
+            raise DocumentError("INVALID_MEMBER", f"a transition names a state (a string), not {name!r}", pointer=at)
+        raise DocumentError(
+            "UNDECLARED_STATE",
+            f"no state {name[:MAX_NAME]!r} in this scope (transitions stay within their flow; "
+            "leave a flow through a final state and its then)",
+            pointer=at,
+        )
     return found
 
 
@@ -308,10 +335,16 @@ def _expression(value: Any, pointer: str, *member: str | int) -> str | None:
 
 def _no_form(spec: Any, forms: Any, pointer: str) -> None:
     if type(spec) is not dict:
-        raise Error("STATE_FORM", "a state is an object with one of work, choose, on, flow, final", pointer=pointer)
+        raise DocumentError(
+            "STATE_FORM",
+            "a state is an object with one of work, choose, on, flow, final",
+            pointer=pointer,
+        )
     found = " and ".join(form for form in FORMS if form in forms) or "none"
-    raise Error("STATE_FORM", f"a state declares exactly one of work, choose, on, flow, final (found {found})",
-                pointer=pointer)  # fmt: skip
+    raise DocumentError(
+        "STATE_FORM", f"a state declares exactly one of work, choose, on, flow, final (found {found})",
+        pointer=pointer,
+    )
 
 
 def _check_names(names: dict, pointer: str) -> None:
@@ -326,5 +359,9 @@ def _check_names(names: dict, pointer: str) -> None:
 
 def _text(value: Any, pointer: str, what: str) -> str:
     if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
-        raise Error("INVALID_MEMBER", f"{what} is a non-blank string of at most {MAX_NAME} characters", pointer=pointer)
+        raise DocumentError(
+            "INVALID_MEMBER",
+            f"{what} is a non-blank string of at most {MAX_NAME} characters",
+            pointer=pointer,
+        )
     return storable(value, pointer)

@@ -27,10 +27,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from durableflow import exceptions
 from durableflow.documents.expressions import compile_expression
 from durableflow.documents.pointers import escape
 from durableflow.documents.shape import MAX_NAME, check_name, only, storable
+from durableflow.exceptions import DocumentError
 
 __all__ = ["compile_dag", "MAX_NODES", "MAX_EDGES"]
 
@@ -45,21 +45,26 @@ NODE_MEMBERS = {
 }
 EDGE_MEMBERS = frozenset({"from", "to"})
 
-Error = exceptions.DocumentError
 TaskRef = Callable[[str, str, str], None]  # (name, version, pointer of the node): raises if unknown
 
 
 def compile_dag(doc: Any, pointer: str, task_ref: TaskRef) -> dict[str, Any]:
     """The compiled form of one DAG, or ``DocumentError`` naming its first problem."""
     if not isinstance(doc, dict) or doc.get("$dag") != "0.1":
-        raise Error("DOCUMENT_FORMAT", 'a DAG is an object with "$dag": "0.1"',
-                    pointer=f"{pointer}/$dag" if isinstance(doc, dict) else pointer)  # fmt: skip
+        raise DocumentError(
+            "DOCUMENT_FORMAT", 'a DAG is an object with "$dag": "0.1"',
+            pointer=f"{pointer}/$dag" if isinstance(doc, dict) else pointer,
+        )
     only(doc, DAG_MEMBERS, pointer)
     nodes_doc = doc.get("nodes")
     if not isinstance(nodes_doc, dict) or not nodes_doc:
-        raise Error("INVALID_MEMBER", "nodes is a non-empty object of nodes by name", pointer=f"{pointer}/nodes")
+        raise DocumentError(
+            "INVALID_MEMBER",
+            "nodes is a non-empty object of nodes by name",
+            pointer=f"{pointer}/nodes",
+        )
     if len(nodes_doc) > MAX_NODES:
-        raise Error("DOCUMENT_TOO_LARGE", f"a DAG has at most {MAX_NODES} nodes", pointer=f"{pointer}/nodes")
+        raise DocumentError("DOCUMENT_TOO_LARGE", f"a DAG has at most {MAX_NODES} nodes", pointer=f"{pointer}/nodes")
     nodes: dict[str, dict[str, Any]] = {}
     ends: dict[str, list[str]] = {"input": [], "output": []}
     for name, spec in nodes_doc.items():
@@ -70,7 +75,7 @@ def compile_dag(doc: Any, pointer: str, task_ref: TaskRef) -> dict[str, Any]:
     for kind, names in ends.items():
         if len(names) != 1:
             at = f"{pointer}/nodes/{escape(names[1])}" if names else f"{pointer}/nodes"
-            raise Error("DAG_ENDPOINTS", f"a DAG has exactly one {kind} node (found {len(names)})", pointer=at)
+            raise DocumentError("DAG_ENDPOINTS", f"a DAG has exactly one {kind} node (found {len(names)})", pointer=at)
     source, sink = ends["input"][0], ends["output"][0]
     successors = _edges(doc.get("edges"), pointer, nodes, source, sink)
     order = _topological(nodes, successors, pointer)
@@ -97,25 +102,31 @@ def compile_dag(doc: Any, pointer: str, task_ref: TaskRef) -> dict[str, Any]:
 
 def _node(name: str, spec: Any, at: str, task_ref: TaskRef) -> dict[str, Any]:
     if not isinstance(spec, dict):
-        raise Error("INVALID_MEMBER", 'a node is {"kind": "input" | "task" | "output", ...}', pointer=at)
+        raise DocumentError("INVALID_MEMBER", 'a node is {"kind": "input" | "task" | "output", ...}', pointer=at)
     kind = spec.get("kind")
     if type(kind) is not str or kind not in NODE_MEMBERS:
-        raise Error("INVALID_MEMBER", f'kind is "input", "task" or "output", not {kind!r}', pointer=f"{at}/kind")
+        raise DocumentError(
+            "INVALID_MEMBER",
+            f'kind is "input", "task" or "output", not {kind!r}',
+            pointer=f"{at}/kind",
+        )
     only(spec, NODE_MEMBERS[kind], at)
     node: dict[str, Any] = {"kind": kind, "after": []}
     checkpoint = spec.get("checkpoint", kind == "output")  # the output is always kept
     if not isinstance(checkpoint, bool):
-        raise Error("INVALID_MEMBER", "checkpoint is true or false", pointer=f"{at}/checkpoint")
+        raise DocumentError("INVALID_MEMBER", "checkpoint is true or false", pointer=f"{at}/checkpoint")
     if kind == "output":
         checkpoint = True
     if kind == "task":
         for member in ("task", "version"):
             value = spec.get(member)
             if value is None:
-                raise Error("MISSING_MEMBER", f"a task node needs {member}", pointer=f"{at}/{member}")
+                raise DocumentError("MISSING_MEMBER", f"a task node needs {member}", pointer=f"{at}/{member}")
             if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME:
-                raise Error("INVALID_MEMBER", f"{member} is a non-blank string of at most {MAX_NAME} characters",
-                            pointer=f"{at}/{member}")  # fmt: skip
+                raise DocumentError(
+                    "INVALID_MEMBER", f"{member} is a non-blank string of at most {MAX_NAME} characters",
+                    pointer=f"{at}/{member}",
+                )
             storable(value, f"{at}/{member}")
         task_ref(spec["task"], spec["version"], at)
         node.update(task=spec["task"], version=spec["version"])
@@ -127,32 +138,38 @@ def _node(name: str, spec: Any, at: str, task_ref: TaskRef) -> dict[str, Any]:
 
 def _edges(edges: Any, pointer: str, nodes: dict, source: str, sink: str) -> dict[str, list[str]]:
     if not isinstance(edges, list):
-        raise Error("MISSING_MEMBER" if edges is None else "INVALID_MEMBER", "edges is a list of {from, to}",
-                    pointer=f"{pointer}/edges")  # fmt: skip
+        raise DocumentError(
+            "MISSING_MEMBER" if edges is None else "INVALID_MEMBER", "edges is a list of {from, to}",
+            pointer=f"{pointer}/edges",
+        )
     if len(edges) > MAX_EDGES:
-        raise Error("DOCUMENT_TOO_LARGE", f"a DAG has at most {MAX_EDGES} edges", pointer=f"{pointer}/edges")
+        raise DocumentError("DOCUMENT_TOO_LARGE", f"a DAG has at most {MAX_EDGES} edges", pointer=f"{pointer}/edges")
     successors: dict[str, list[str]] = {name: [] for name in nodes}
     seen: set[tuple[str, str]] = set()
     for n, edge in enumerate(edges):
         at = f"{pointer}/edges/{n}"
         if not isinstance(edge, dict):
-            raise Error("INVALID_MEMBER", "an edge is {from, to}", pointer=at)
+            raise DocumentError("INVALID_MEMBER", "an edge is {from, to}", pointer=at)
         only(edge, EDGE_MEMBERS, at)
         ends = []
         for member in ("from", "to"):
             name = edge.get(member)
             if name is None:
-                raise Error("MISSING_MEMBER", f"an edge needs {member}", pointer=f"{at}/{member}")
+                raise DocumentError("MISSING_MEMBER", f"an edge needs {member}", pointer=f"{at}/{member}")
             if not isinstance(name, str) or name not in nodes:
-                raise Error("DAG_UNKNOWN_NODE", f"no node {name!r} in this DAG", pointer=f"{at}/{member}")
+                raise DocumentError("DAG_UNKNOWN_NODE", f"no node {name!r} in this DAG", pointer=f"{at}/{member}")
             ends.append(name)
         start, end = ends
         if start == end:
-            raise Error("DAG_CYCLE", f"an edge from {start!r} to itself", pointer=at)
+            raise DocumentError("DAG_CYCLE", f"an edge from {start!r} to itself", pointer=at)
         if end == source or start == sink:
-            raise Error("DAG_EDGE", "nothing enters the input node and nothing leaves the output node", pointer=at)
+            raise DocumentError(
+                "DAG_EDGE",
+                "nothing enters the input node and nothing leaves the output node",
+                pointer=at,
+            )
         if (start, end) in seen:
-            raise Error("DAG_EDGE", f"a second edge from {start!r} to {end!r}", pointer=at)
+            raise DocumentError("DAG_EDGE", f"a second edge from {start!r} to {end!r}", pointer=at)
         seen.add((start, end))
         successors[start].append(end)
         nodes[end]["after"].append(start)
@@ -173,8 +190,10 @@ def _topological(nodes: dict, successors: dict[str, list[str]], pointer: str) ->
                 ready.append(following)
     if len(order) < len(nodes):
         stuck = next(name for name in nodes if incoming[name] > 0)
-        raise Error("DAG_CYCLE", f"node {stuck!r} is on a cycle of edges (a DAG has none)",
-                    pointer=f"{pointer}/nodes/{escape(stuck)}")  # fmt: skip
+        raise DocumentError(
+            "DAG_CYCLE", f"node {stuck!r} is on a cycle of edges (a DAG has none)",
+            pointer=f"{pointer}/nodes/{escape(stuck)}",
+        )
     return order
 
 
@@ -191,6 +210,8 @@ def _reachable(nodes, successors, order, source, sink, pointer) -> None:
     for name in nodes:
         if name not in forward or name not in backward:
             where = "reached from the input node" if name not in forward else "leading to the output node"
-            raise Error("DAG_UNREACHABLE", f"node {name!r} is not {where}: connect it or remove it",
-                        pointer=f"{pointer}/nodes/{escape(name)}")  # fmt: skip
+            raise DocumentError(
+                "DAG_UNREACHABLE", f"node {name!r} is not {where}: connect it or remove it",
+                pointer=f"{pointer}/nodes/{escape(name)}",
+            )
 
