@@ -197,8 +197,8 @@ def test_a_checkpointed_dag_node_runs_once_when_a_worker_is_killed(workers, live
     first = workers(queue, concurrency=2)
     execution = durableflow.start(name, 1, queue=queue)
     # a1 recorded (its item completed), b1 holding on the same worker.
-    wait_for(lambda: StepRecord.objects.filter(execution_id=execution.id, key="work@1/wave-1[0]",
-                                               status="completed").exists(), timeout=60, what="a1 to finish")  # fmt: skip
+    a1 = StepRecord.objects.filter(execution_id=execution.id, key="work@1/wave-1[0]", status="completed")
+    wait_for(a1.exists, timeout=60, what="a1 to finish")
     wait_for(lambda: Marker.count(f"{tag}:b1") == 1, timeout=60, what="b1 to start")
 
     first.kill(signal.SIGKILL)
