@@ -399,3 +399,24 @@ def test_a_failing_node_takes_the_catch_branch_naming_the_node(backend):
     result = backend.run(execution_id).result
     assert result["error"]["node"] == "bad" and result["error"]["state"] == "work"
     assert traces(backend, execution_id)[-1]["to"] == "failed"
+
+
+def test_a_worker_without_the_task_stalls_the_run_until_it_has_it(backend):
+    from durableflow.documents.tasks import tasks
+
+    backend.documents.save("d.missing-task", doc(
+        "a", a={"work": {"task": "t.echo", "version": "1"}, "then": "done"}, done={"final": True},
+    ))  # fmt: skip
+    execution_id = backend.start("d.missing-task", "x")
+    task = tasks.get("t.echo", "1")
+    tasks.unregister("t.echo", "1")  # as on a worker the deploy has not reached yet
+    try:
+        backend.deliver(execution_id)
+    finally:
+        tasks.register(task)
+    stalled = backend.get(execution_id)
+    assert (stalled.status, stalled.waiting_for["kind"], stalled.waiting_for["reason"]) == (
+        "waiting", "stalled", "UNKNOWN_TASK",
+    )  # fmt: skip
+    backend.retry(execution_id)
+    assert backend.run(execution_id).result == "x"

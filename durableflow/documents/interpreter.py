@@ -1,7 +1,9 @@
 """A compiled document, run as a workflow function on ``ctx``: the engine's steps do the work.
 
 Replayed from the top on every delivery like any workflow: ``machine.Run`` walks the
-transitions from journaled values only, so each delivery reaches the same records.
+transitions from journaled values only, so each delivery reaches the same records. Two
+deliveries of one execution at once are the engine's story: only the one holding the lease
+writes (every record, trace records included, is fenced by it).
 
 - ``work`` with a task: ``ctx.step.run`` of the registered task on the state's input (key
   ``"<state path>@<visit>"``); a failure goes to ``catch`` with ``data = {"error": ...}``.
@@ -12,6 +14,8 @@ transitions from journaled values only, so each delivery reaches the same record
 - ``choose`` evaluates its guards (pure: nothing to journal); ``flow`` enters its scope;
   a nested ``final`` leaves it for the flow's ``then``; the top ``final`` returns ``data``.
 - ``on`` waits with the engine's event waits and timers (``ctx.step.wait_for_event``).
+- A task this worker does not have stalls the run (``UNKNOWN_TASK``), as an unknown workflow
+  does: it is tried again until the deploy brings the task, or ``retry()`` resumes it.
 - Every transition and every node completion is a **trace record** in the journal (kind
   ``trace``, key ``$trace:<n>``, numbered in the run's order), written once: a replay finds it
   recorded. A delivery writes its new trace records together, in one write when it ends
