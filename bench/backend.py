@@ -101,7 +101,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import effects, inprocess, live, sagas, stores, waits
+    from bench import documents, effects, inprocess, live, sagas, stores, waits
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -120,6 +120,10 @@ def main() -> None:
         results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
         results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])
         results["sagas"] = sagas.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same sizes
+        results["documents"] = {
+            "compile": documents.compile_time(sizes["document_compile_states"], sizes["document_repeats"]),
+            "overhead": documents.overhead(sizes["document_steps"], sizes["document_repeats"]),
+        }
         results["stores"] = {
             "counter": stores.contended_counter(sizes["store_executions"], sizes["store_increments"]),
             "when": stores.when_latency(sizes["when_n"]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import effects, sagas, transactions
+from bench import documents, effects, sagas, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -79,6 +79,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["effects"] = effects.summarize(raw["effects"])
     if "sagas" in raw:
         out["sagas"] = sagas.summarize(raw["sagas"])
+    if "documents" in raw:
+        out["documents"] = documents.summarize(raw["documents"])
     if "stores" in raw:
         out["stores"] = _stores(raw["stores"], median(floor_mean))
     out["timers"] = raw["timers"]
@@ -286,6 +288,9 @@ def table(summary: dict[str, Any]) -> str:
             row(label, value, unit)
     for label, value, unit in sagas.rows(summary["sagas"]) if "sagas" in summary else []:
         row(label, value, unit)
+    if "documents" in summary:
+        for label, value, unit in documents.rows(summary["documents"]):
+            row(label, value, unit)
     stores = summary.get("stores")
     if stores:
         row(f"store: contended counter ({stores['counter_updates']} updates)", stores["counter_updates_per_s"], "/s")

@@ -9,6 +9,12 @@ def trivial(i: int) -> int:
     return i
 
 
+@durableflow.task("bench.trivial", version="1")
+def trivial_task(value):
+    """The task of the benchmark's workflow documents: the same work as ``trivial``."""
+    return value
+
+
 @durableflow.workflow("bench.steps")
 def steps(ctx, params):
     """S trivial steps in one delivery: the unit of the overhead, latency and throughput runs."""

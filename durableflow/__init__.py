@@ -16,9 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 from durableflow import exceptions, stores
+from durableflow.documents.tasks import task
 from durableflow.engine.store_types import define_store
 from durableflow.exceptions import (  # noqa: F401 - re-exported
     ChildExecutionError,
+    DocumentError,
     DurableflowError,
     EffectDeliveryError,
     ExecutionFailed,
@@ -41,6 +43,7 @@ __version__ = "0.1.0"
 __all__ = [
     # defining workflows
     "workflow",
+    "task",
     "Retry",
     "RateLimit",
     "Concurrency",

@@ -13,7 +13,7 @@ source), and this tree names the class that carries each::
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA
-    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW
+    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
     ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
@@ -21,6 +21,15 @@ source), and this tree names the class that carries each::
     ├── ChildExecutionError       CHILD_FAILED
     ├── WorkflowEffectError       EFFECT_REQUEST_MISMATCH, INVALID_EFFECT_REQUEST
     ├── EffectDeliveryError       INVALID_EFFECT_RESULT, INVALID_EFFECT_LOOKUP (fail the delivery)
+    ├── DocumentError             (a workflow document, ``.pointer`` names the offending member)
+    │     at compile time:        DOCUMENT_NOT_JSON, DOCUMENT_TOO_LARGE, DOCUMENT_FORMAT, UNKNOWN_MEMBER,
+    │                             MISSING_MEMBER, INVALID_MEMBER, INVALID_STATE_NAME, STATE_FORM,
+    │                             UNDECLARED_STATE, MISSING_OTHERWISE, EMPTY_WAIT, INVALID_DELAY,
+    │                             INVALID_LIMIT, NESTING_TOO_DEEP, UNBOUNDED_CYCLE, INVALID_EXPRESSION,
+    │                             UNKNOWN_TASK, DAG_ENDPOINTS, DAG_UNKNOWN_NODE, DAG_EDGE, DAG_CYCLE,
+    │                             DAG_UNREACHABLE
+    │     when saved:             INVALID_DOCUMENT_NAME, DOCUMENT_NAME_TAKEN, DOCUMENT_EXISTS
+    │     at run time:            VISIT_LIMIT_EXCEEDED, EXPRESSION_FAILED
     ├── ExecutionFailed           EXECUTION_FAILED
     ├── ExecutionNotFound         NOT_FOUND, TOKEN_NOT_FOUND
     └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun, fork)
@@ -56,6 +65,7 @@ __all__ = [
     "ExecutionFailed",
     "ExecutionNotFound",
     "InvalidTransition",
+    "DocumentError",
 ]
 
 
@@ -105,6 +115,35 @@ CODES: dict[str, str] = {
     "INVALID_EFFECT_REQUEST": "an effect descriptor is invalid",
     "INVALID_EFFECT_RESULT": "an effect's result (from perform or lookup) is not a durable value",
     "INVALID_EFFECT_LOOKUP": "an effect's lookup answered something other than settled, not-found or unknown",
+    # workflow documents (JSON statecharts): compile time, with the JSON pointer of the member
+    "DOCUMENT_NOT_JSON": "a workflow document is not JSON data (a durable value)",
+    "DOCUMENT_TOO_LARGE": "a workflow document has more states, nodes or characters than the compiler takes",
+    "DOCUMENT_FORMAT": "a document lacks \"$workflow\": \"0.2\" (or a DAG \"$dag\": \"0.1\")",
+    "UNKNOWN_MEMBER": "a document member the format does not have (a typo?)",
+    "MISSING_MEMBER": "a member the document needs is missing (initial, then, a branch's to...)",
+    "INVALID_MEMBER": "a document member has the wrong type or shape",
+    "INVALID_STATE_NAME": "a state or node name is empty, too long or not storable text",
+    "STATE_FORM": "a state declares none or more than one of work, choose, on, flow, final",
+    "UNDECLARED_STATE": "a transition names a state that its scope does not declare",
+    "MISSING_OTHERWISE": "a choose state has no otherwise branch",
+    "EMPTY_WAIT": "an on state has neither an event branch nor an after delay",
+    "INVALID_DELAY": "an after delay is not a non-negative number of milliseconds",
+    "INVALID_LIMIT": "a state's limit is not a positive integer",
+    "NESTING_TOO_DEEP": "flows are nested deeper than 64 levels",
+    "UNBOUNDED_CYCLE": "a cycle of automatic transitions passes no state with a limit",
+    "INVALID_EXPRESSION": "a guard, input or with is not a JMESPath expression",
+    "UNKNOWN_TASK": "a task name and version that no @durableflow.task registers",
+    "DAG_ENDPOINTS": "a DAG has not exactly one input node and one output node",
+    "DAG_UNKNOWN_NODE": "a DAG edge names a node the DAG does not declare",
+    "DAG_EDGE": "a DAG edge repeats another, enters the input node or leaves the output node",
+    "DAG_CYCLE": "a DAG's edges form a cycle",
+    "DAG_UNREACHABLE": "a DAG node is not on a path from the input node to the output node",
+    # workflow documents: saving, running
+    "INVALID_DOCUMENT_NAME": "a document's name is not a non-blank string of at most 200 characters",
+    "DOCUMENT_NAME_TAKEN": "a code workflow is registered under the document's name",
+    "DOCUMENT_EXISTS": "a document with that name exists: PUT a new revision instead",
+    "VISIT_LIMIT_EXCEEDED": "a document run entered a state more often than its limit",
+    "EXPRESSION_FAILED": "a JMESPath guard, input or with failed on the run's data",
     # steering
     "EXECUTION_FAILED": "the execution ended without completing",
     "NOT_FOUND": "no such execution",
@@ -248,6 +287,23 @@ class EffectDeliveryError(DurableflowError):
     """
 
     default_code = "INVALID_EFFECT_RESULT"
+
+
+class DocumentError(DurableflowError):
+    """A workflow document is invalid (``.pointer``: the JSON pointer of the offending member)."""
+
+    default_code = "DOCUMENT_FORMAT"
+
+    def __init__(self, code: str | None = None, message: str | None = None, *, pointer: str = "", **detail: Any):
+        super().__init__(code, message, pointer=pointer, **detail)
+
+    @property
+    def pointer(self) -> str:
+        return self.detail.get("pointer", "")
+
+    def __str__(self) -> str:
+        # "" is the whole document (RFC 6901), "/" a member named "".
+        return f"{self.code} at {self.pointer}: {self.message}" if self.pointer else super().__str__()
 
 
 class ExecutionFailed(DurableflowError):

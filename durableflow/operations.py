@@ -17,8 +17,8 @@ from durableflow.conf import df_settings
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.verbs import Engine
 from durableflow.models import Execution
-from durableflow.orm import OrmStorage, db_alias
-from durableflow.registry import WorkflowDefinition, registry
+from durableflow.orm import OrmStorage, db_alias, documents
+from durableflow.registry import WorkflowDefinition
 
 __all__ = [
     "engine",
@@ -39,6 +39,8 @@ __all__ = [
     "run_item",
     "sweep",
     "publish",
+    "save_document",
+    "validate_document",
 ]
 
 
@@ -54,8 +56,9 @@ def engine_settings() -> EngineSettings:
 
 
 def engine(storage: OrmStorage | None = None) -> Engine:
-    """The verbs on the ORM storage (on the alias the routers give durableflow's tables)."""
-    return Engine(storage or OrmStorage(), registry, engine_settings())
+    """The verbs on the ORM storage (on the alias the routers give durableflow's tables), with
+    the code workflows and the workflow documents."""
+    return Engine(storage or OrmStorage(), documents.registry, engine_settings())
 
 
 # Starting and steering ------------------------------------------------------------------
@@ -164,6 +167,26 @@ def wait_finished(execution_id: str, timeout: float | None) -> Execution:
     except (exceptions.WaitTimeout, exceptions.ExecutionFailed):
         pass  # still running after the timeout, or ended without completing: both are answers
     return get(execution_id)
+
+
+# Workflow documents -------------------------------------------------------------------------
+
+
+def save_document(name: str, document: Any, *, new: bool | None = None):
+    """Save ``document`` as the next revision of workflow document ``name``: ``(row, created)``.
+
+    ``DocumentError`` (with ``.code`` and ``.pointer``) if it is invalid: nothing is saved.
+    ``new=True`` refuses an existing name (``DOCUMENT_EXISTS``), ``new=False`` a new one
+    (``NOT_FOUND``). Running executions keep the revision they started with.
+    """
+    return documents.save(name, document, new=new)
+
+
+def validate_document(pk: int) -> dict[str, int]:
+    """Compile a stored revision again (after a deploy changed the tasks) and record the verdict."""
+    from durableflow.models import WorkflowDocument
+
+    return documents.validate_again(WorkflowDocument.objects.using(db_alias()).filter(pk=pk))
 
 
 # Deliveries -------------------------------------------------------------------------------

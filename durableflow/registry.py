@@ -1,4 +1,13 @@
-"""The workflow registry: ``@durableflow.workflow`` and lookups by name."""
+"""The workflow registry: ``@durableflow.workflow`` and lookups by name.
+
+Code workflows register here at import. Other kinds of workflows come from **sources**: a
+registry ``layered(source)`` over this one sees the same code workflows and, under other
+names, the source's. The Django face runs its verbs on ``registry.layered(documents)``, whose
+source finds workflow documents in their table (``durableflow.orm.documents``), so that
+``durableflow.start(name)`` and a delivery find a document exactly as they find code; the
+engine, the in-memory tester and this module stay free of the database. A code workflow
+wins over a source's of the same name.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +15,12 @@ import contextlib
 import inspect
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 from durableflow import exceptions
 from durableflow.options import Concurrency
 
-__all__ = ["WorkflowDefinition", "Registry", "registry", "workflow"]
+__all__ = ["WorkflowDefinition", "WorkflowSource", "Registry", "registry", "workflow"]
 
 
 @dataclass(frozen=True)
@@ -22,10 +31,22 @@ class WorkflowDefinition:
     on_event: str | None = None
     concurrency: Concurrency | None = None
     description: str = field(default="", compare=False)
+    kind: str = "code"  # or "document"
 
     @property
     def origin(self) -> str:
-        return f"{self.fn.__module__}.{self.fn.__qualname__}"
+        fn = self.fn
+        return f"{fn.__module__}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+
+
+class WorkflowSource(Protocol):
+    """Workflows the registry finds by name besides the registered code (documents)."""
+
+    def get(self, name: str, version: str | None = None) -> WorkflowDefinition | None:
+        """The workflow ``name`` at ``version`` (a run pinned to it), or the one to start now (None)."""
+
+    def all(self) -> list[WorkflowDefinition]:
+        """Every workflow a start can name, one per name."""
 
 
 class Registry:
@@ -37,7 +58,15 @@ class Registry:
 
     def __init__(self) -> None:
         self._definitions: dict[str, WorkflowDefinition] = {}
+        self._sources: tuple[WorkflowSource, ...] = ()
         self._lock = threading.Lock()
+
+    def layered(self, *sources: WorkflowSource) -> Registry:
+        """A registry with this one's code workflows (registered before or after) and ``sources``."""
+        layered = Registry()
+        layered._definitions, layered._lock = self._definitions, self._lock
+        layered._sources = (*self._sources, *sources)
+        return layered
 
     def register(self, definition: WorkflowDefinition) -> None:
         with self._lock:
@@ -54,8 +83,20 @@ class Registry:
         with self._lock:
             self._definitions.pop(name, None)
 
-    def get(self, name: str) -> WorkflowDefinition | None:
-        return self._definitions.get(name)
+    def get(self, name: str, version: str | None = None) -> WorkflowDefinition | None:
+        """The code workflow ``name``, else a source's: at ``version`` (a delivery asks for the
+        one its execution started with), or the one a start would run (``version=None``)."""
+        definition = self._definitions.get(name)
+        if definition is not None:
+            return definition
+        for source in self._sources:
+            definition = source.get(name, version)
+            if definition is not None:
+                return definition
+        return None
+
+    def is_code(self, name: str) -> bool:
+        return name in self._definitions
 
     def resolve(self, workflow: str | Callable[..., Any] | WorkflowDefinition) -> WorkflowDefinition:
         """The definition for a name, a decorated function or a definition."""
@@ -63,12 +104,12 @@ class Registry:
             return workflow
         name = getattr(workflow, "__durableflow__", None)
         name = name.name if isinstance(name, WorkflowDefinition) else workflow
-        definition = self._definitions.get(name) if isinstance(name, str) else None
+        definition = self.get(name) if isinstance(name, str) else None
         if definition is None:
             raise exceptions.WorkflowStartError(
                 "UNKNOWN_WORKFLOW",
-                f"No workflow is registered as {name!r}. Is its module named 'workflows' "
-                f"in an installed app, or imported before the start?",
+                f"No workflow is registered as {name!r}, and no valid workflow document has that name. "
+                f"Is its module named 'workflows' in an installed app, or imported before the start?",
             )
         return definition
 
@@ -77,7 +118,12 @@ class Registry:
         return sorted((d for d in self._definitions.values() if d.on_event == event_type), key=lambda d: d.name)
 
     def all(self) -> list[WorkflowDefinition]:
-        return sorted(self._definitions.values(), key=lambda d: d.name)
+        """Every workflow a start can name (code, then sources' under other names), by name."""
+        found = dict(self._definitions)
+        for source in self._sources:
+            for definition in source.all():
+                found.setdefault(definition.name, definition)
+        return sorted(found.values(), key=lambda d: d.name)
 
     @contextlib.contextmanager
     def override(self, definition: WorkflowDefinition) -> Iterator[WorkflowDefinition]:

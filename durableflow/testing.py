@@ -52,6 +52,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from durableflow import dispatch, exceptions
+from durableflow.documents.source import MemoryDocuments
 from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution, MemoryTable
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.settings import EngineSettings
@@ -85,6 +86,7 @@ class WorkflowTester:
         self.clock = clock or ManualClock()
         self.storage = InMemoryStorage(self.clock)
         self.engine = Engine(self.storage, registry, settings or EngineSettings())
+        self.documents: MemoryDocuments | None = None
 
     # The verbs ------------------------------------------------------------------------
 
@@ -120,6 +122,17 @@ class WorkflowTester:
 
     def sweep(self) -> dict[str, int]:
         return self.engine.sweep()
+
+    def save_document(self, name: str, document: Any) -> int:
+        """Keep a workflow document in memory as the next revision of ``name``; its number.
+
+        ``DocumentError`` for an invalid one. ``start(name)`` then runs its newest revision,
+        as ``durableflow.start`` runs a saved document's.
+        """
+        if self.documents is None:
+            self.documents = MemoryDocuments(self.engine.registry)
+            self.engine.registry = self.engine.registry.layered(self.documents)
+        return self.documents.save(name, document)
 
     def get_store(self, definition: StoreDefinition | str, store_id: str) -> StoreSnapshot:
         """A store's state, version and instance id (``durableflow.stores.get`` in memory)."""

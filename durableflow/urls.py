@@ -11,6 +11,7 @@ from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from durableflow.api import errors
+from durableflow.api.documents import DocumentViewSet
 from durableflow.api.executions import ExecutionViewSet
 from durableflow.api.schema import SchemaView
 from durableflow.api.waits import EventViewSet, TokenViewSet
@@ -24,6 +25,7 @@ router.register("executions", ExecutionViewSet, basename="execution")
 router.register("workflows", WorkflowViewSet, basename="workflow")
 router.register("events", EventViewSet, basename="event")
 router.register("tokens", TokenViewSet, basename="token")
+router.register("documents", DocumentViewSet, basename="document")
 
 # What the OpenAPI schema describes.
 api_patterns = [*router.urls]

@@ -26,6 +26,10 @@ class Api:
             raw = b"" if body is None else json.dumps(body)
         return self.client.post(PREFIX + path, raw, **extra)
 
+    def put(self, path: str, body: Any = None, **extra: Any):
+        extra.setdefault("content_type", "application/json")
+        return self.client.put(PREFIX + path, b"" if body is None else json.dumps(body), **extra)
+
     def login(self, user) -> Api:
         self.client.force_login(user)
         return self

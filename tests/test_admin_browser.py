@@ -96,8 +96,16 @@ def shown_status(page) -> str:
 
 
 def reload_until_status(page, status: str, timeout: float = 60) -> None:
+    from playwright.sync_api import Error
+
     def shows() -> bool:
-        page.reload()
+        # Load the page anew rather than reload(): a reload issued while the confirmation's
+        # redirect is still settling fails with "Not attached to an active page".
+        try:
+            page.wait_for_load_state("load")
+            page.goto(page.url, wait_until="load")
+        except Error:
+            return False
         return shown_status(page) == status
 
     wait_for(shows, timeout=timeout, interval=0.5, what=f"the page to show {status}")

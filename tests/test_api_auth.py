@@ -11,8 +11,11 @@ import pytest
 from django.test import Client, override_settings
 
 import durableflow
-from durableflow.models import Execution, StepRecord
+from durableflow import operations
+from durableflow.models import Execution, StepRecord, WorkflowDocument
 from tests.apiclient import Api, error, make_user, no_send  # noqa: F401 - fixture
+
+DOCUMENT = {"$workflow": "0.2", "initial": "done", "states": {"done": {"final": True}}}
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,15 @@ ROUTES = [
     Route("post", "executions/{done}/fork/", "add_execution", 201, {"from_step": "a"}),
     Route("get", "workflows/", "view_execution", 200),
     Route("get", "schema/", "view_execution", 200),
+    Route("get", "documents/", "view_workflowdocument", 200),
+    Route("get", "documents/{document}/", "view_workflowdocument", 200),
+    Route("get", "documents/{document}/revisions/", "view_workflowdocument", 200),
+    Route("post", "documents/", "add_workflowdocument", 201, {"name": "auth.new", "document": DOCUMENT}),
+    Route("put", "documents/{document}/", "change_workflowdocument", 200, {"document": {**DOCUMENT, "revision": "2"}}),
 ]
 ROUTE_IDS = [f"{r.method.upper()} {r.path}" for r in ROUTES]
 PERMISSIONS = ["view_execution", "add_execution", "change_execution", "delete_execution"]
+PERMISSIONS += ["view_workflowdocument", "add_workflowdocument", "change_workflowdocument"]
 
 
 @pytest.fixture
@@ -48,11 +57,13 @@ def targets(db, no_send) -> dict[str, str]:
     done = durableflow.start("t.steps")
     Execution.objects.filter(pk=done.id).update(status="completed", result={"a": 1})
     StepRecord.objects.create(execution_id=done.id, key="a", kind="run", status="completed", attempts=1, value=1)
-    return {"pending": pending.id, "failed": failed.id, "done": done.id}
+    document, _ = operations.save_document("auth.document", DOCUMENT)
+    return {"pending": pending.id, "failed": failed.id, "done": done.id, "document": document.name}
 
 
 def _state() -> list[tuple]:
-    return sorted(Execution.objects.values_list("id", "status", "error"))
+    documents = WorkflowDocument.objects.values_list("name", "revision")
+    return sorted(Execution.objects.values_list("id", "status", "error")) + sorted(documents)
 
 
 def _call(client: Client, route: Route, targets: dict[str, str], **extra):
@@ -60,7 +71,7 @@ def _call(client: Client, route: Route, targets: dict[str, str], **extra):
     path = route.path.format(**targets)
     if route.method == "get":
         return api.get(path, **extra)
-    return api.post(path, route.body, **extra)
+    return getattr(api, route.method)(path, route.body, **extra)
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=ROUTE_IDS)

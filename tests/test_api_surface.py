@@ -14,6 +14,7 @@ def test_public_api_is_pinned():
     assert sorted(durableflow.__all__) == sorted(
         [
             "workflow",
+            "task",
             "Retry",
             "RateLimit",
             "Concurrency",
@@ -42,6 +43,7 @@ def test_public_api_is_pinned():
             "ExecutionFailed",
             "ExecutionNotFound",
             "InvalidTransition",
+            "DocumentError",
         ]
     )
     for name in durableflow.__all__:

@@ -13,9 +13,11 @@
 ``stores``     stores: state, waiters, the ledger of applied steps
 ``effects``    effects: status, attempts, who began it
 ``events``     published events, signals and token completions; an execution's waits (a panel)
+``documents``  workflow documents: edited (a new revision per save), problems at the member,
+               the statechart as SVG
 
 A capability adds its pages as a module here (``stores``, ``effects``, ``events``…) importing
 these bases, and one import line below.
 """
 
-from durableflow.admin import effects, events, executions, stores  # noqa: F401 - registers the ModelAdmins
+from durableflow.admin import documents, effects, events, executions, stores  # noqa: F401 - registers the ModelAdmins

@@ -27,8 +27,9 @@ from durableflow.admin.sagas import compensations_panel, lineage_panel
 from durableflow.admin.timeline import build as build_timeline
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.steering import is_stalled
-from durableflow.models import Execution, StepRecord
-from durableflow.registry import registry
+from durableflow.models import Execution, StepRecord, WorkflowDocument
+from durableflow.orm import db_alias
+from durableflow.registry import registry as code_registry
 
 __all__ = ["ExecutionAdmin", "WorkflowFilter", "STEERING"]
 
@@ -134,13 +135,16 @@ STEERING = (
 
 
 class WorkflowFilter(admin.SimpleListFilter):
-    """Workflows from the registry: no ``SELECT DISTINCT workflow`` over the table."""
+    """Workflows from the registry (code and documents): no ``SELECT DISTINCT workflow`` over the table."""
 
     title = "workflow"
     parameter_name = "workflow"
 
     def lookups(self, request, model_admin):
-        return [(definition.name, definition.name) for definition in registry.all()]
+        # Code workflows, and documents by name (one query on the documents' small table).
+        names = {definition.name for definition in code_registry.all()}
+        names.update(WorkflowDocument.objects.using(db_alias()).values_list("name", flat=True).distinct())
+        return [(name, name) for name in sorted(names)]
 
     def queryset(self, request, queryset):
         return queryset.filter(workflow=self.value()) if self.value() else queryset

@@ -32,6 +32,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "NOT_FINISHED": 409,
     "FORK_VERSION_MISMATCH": 409,
     "PAYLOAD_TOO_LARGE": 413,
+    "DOCUMENT_EXISTS": 409,
+    "DOCUMENT_NAME_TAKEN": 409,
     "TOKEN_NOT_FOUND": 404,
     "TOKEN_ALREADY_COMPLETED": 409,
 }
@@ -41,6 +43,7 @@ CLIENT_ERRORS = (
     exceptions.WorkflowValueError,
     exceptions.ExecutionNotFound,
     exceptions.InvalidTransition,
+    exceptions.DocumentError,  # detail.pointer: the offending member of the document
 )
 
 

@@ -23,9 +23,9 @@ _READ_ERRORS = {
 _WRITE_ERRORS = {
     **_READ_ERRORS,
     "400": "INVALID_JSON, INVALID_REQUEST, or the engine's verdict (UNKNOWN_WORKFLOW, INVALID_PARAMS with detail.path, "
-    "UNKNOWN_STEP for a fork)",
+    "UNKNOWN_STEP for a fork; an invalid document's code with detail.pointer)",
     "409": "a conflict: IDEMPOTENCY_CONFLICT, INVALID_TRANSITION (e.g. retrying a completed run), "
-    "TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun or fork of an unfinished run), FORK_VERSION_MISMATCH",
+    "TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun or fork of an unfinished run), FORK_VERSION_MISMATCH, DOCUMENT_EXISTS",
     "413": "PAYLOAD_TOO_LARGE: the body is over MAX_PAYLOAD_BYTES (plus 64 KiB for the envelope)",
     "415": "UNSUPPORTED_MEDIA_TYPE: bodies are application/json",
 }
@@ -36,7 +36,10 @@ ERROR_SCHEMA = {
     "properties": {
         "code": {"type": "string", "description": "a stable code from durableflow.exceptions.CODES"},
         "message": {"type": "string", "description": "what went wrong, and how to fix it"},
-        "detail": {"description": "e.g. {'path': <JSON pointer>} for INVALID_PARAMS, field errors for INVALID_REQUEST"},
+        "detail": {
+            "description": "e.g. {'path': <JSON pointer>} for INVALID_PARAMS, {'pointer': <JSON pointer>} for an "
+            "invalid document, field errors for INVALID_REQUEST"
+        },
     },
 }
 

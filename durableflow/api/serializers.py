@@ -172,7 +172,7 @@ class WorkflowSerializer(serializers.Serializer):
 
     name = serializers.CharField(read_only=True)
     version = serializers.CharField(read_only=True)
-    kind = serializers.CharField(read_only=True, help_text="code (documents arrive with their issue)")
+    kind = serializers.CharField(read_only=True, help_text="code, or document (a workflow document's newest valid revision)")
     description = serializers.CharField(read_only=True)
     on_event = serializers.CharField(read_only=True, allow_null=True)
 

@@ -17,13 +17,14 @@ from durableflow.api.openapi import document
 from durableflow.api.serializers import WorkflowListSerializer, WorkflowSerializer
 from durableflow.conf import df_settings
 from durableflow.models import Execution
-from durableflow.registry import WorkflowDefinition, registry
+from durableflow.orm.documents import registry
+from durableflow.registry import WorkflowDefinition
 
 __all__ = ["WorkflowViewSet", "exposed", "check_exposed"]
 
 
 def exposed() -> list[WorkflowDefinition]:
-    """The registered workflows the API may start, by name."""
+    """The workflows the API may start (code, and workflow documents' newest valid revisions), by name."""
     allowed = df_settings.API_WORKFLOWS
     return [definition for definition in registry.all() if allowed is None or definition.name in allowed]
 
@@ -43,7 +44,7 @@ def describe(definition: WorkflowDefinition) -> dict[str, Any]:
     return {
         "name": definition.name,
         "version": definition.version,
-        "kind": "code",
+        "kind": definition.kind,
         "description": definition.description,
         "on_event": definition.on_event,
     }

@@ -82,7 +82,7 @@ _ENDS_CANCELLED = (Exception, CancelRequested, CompensateRequested, Suspend, Con
 def _replay(
     claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings, engine: Engine | None
 ) -> Outcome:
-    definition = registry.get(claim.workflow)
+    definition = registry.get(claim.workflow, claim.version)
     if definition is None:
         return _stall(
             claim,

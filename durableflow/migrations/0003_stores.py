@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0004_effects'),
+        ('durableflow', '0002_effects'),
     ]
 
     operations = [

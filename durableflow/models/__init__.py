@@ -3,6 +3,7 @@
 The database is the source of truth: a Celery message only says "look at execution X".
 """
 
+from durableflow.models.documents import WorkflowDocument
 from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
 from durableflow.models.stores import Store, StoreLedger, StoreWaiter
@@ -18,4 +19,5 @@ __all__ = [
     "StoreWaiter",
     "Event",
     "Waiter",
+    "WorkflowDocument",
 ]

@@ -9,6 +9,7 @@ import durableflow
 from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import (
     admin_workflows,  # noqa: F401 - registers the admin tests' workflows
+    document_tasks,  # noqa: F401 - registers the tasks workflow documents run
     effects,  # noqa: F401 - registers the workflows with effects
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0014_admin_search'),
+        ('durableflow', '0005_execution_search'),
     ]
 
     operations = [

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("testapp", "0004_effects"),
+        ("testapp", "0002_effects"),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0002_api_journal_index'),
+        ('durableflow', '0004_journal_order_index'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0002_waits'),
+        ('durableflow', '0007_documents'),
     ]
 
     operations = [
