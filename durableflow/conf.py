@@ -36,6 +36,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1_000_000,
     # How many executions one sweep wakes or re-sends at most.
     "SWEEP_BATCH_SIZE": 500,
+    # The longest a caller of result() (or the API's ?wait=) goes without reading the database
+    # again: on PostgreSQL the finishing transaction's notification wakes it at once, and this is
+    # the safety net; on SQLite the poll backs off from 2 ms up to it.
+    "RESULT_RECHECK_SECONDS": 1.0,
 }
 
 
@@ -85,7 +89,13 @@ class Settings:
             if not all(isinstance(name, str) for name in value):
                 raise ImproperlyConfigured("DURABLEFLOW['API_WORKFLOWS'] must hold workflow names (strings)")
             return frozenset(value)
-        if name in ("LEASE_SECONDS", "SWEEP_INTERVAL", "MAX_PAYLOAD_BYTES", "SWEEP_BATCH_SIZE"):
+        if name in (
+            "LEASE_SECONDS",
+            "SWEEP_INTERVAL",
+            "MAX_PAYLOAD_BYTES",
+            "SWEEP_BATCH_SIZE",
+            "RESULT_RECHECK_SECONDS",
+        ):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ImproperlyConfigured(f"DURABLEFLOW[{name!r}] must be a positive number, not {value!r}")
         return value

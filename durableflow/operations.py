@@ -7,14 +7,14 @@ what may change (that is the engine's), it only picks the storage and the settin
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from django.db import close_old_connections, connections
 
-from durableflow import dispatch, exceptions
+from durableflow import dispatch, exceptions, waiting
 from durableflow.conf import df_settings
 from durableflow.engine.settings import EngineSettings
+from durableflow.engine.states import TERMINAL
 from durableflow.engine.verbs import Engine
 from durableflow.models import Execution
 from durableflow.orm import OrmStorage, db_alias, documents
@@ -134,39 +134,42 @@ def complete_token(token: str, payload: Any = None) -> int:
     return engine().complete_token(token, payload)
 
 
-def result(execution_id: str, timeout: float | None = None, *, poll_interval: float = 0.05) -> Any:
-    """Block until the execution finishes (polling the database) and return its result.
+def result(execution_id: str, timeout: float | None = None) -> Any:
+    """Block until the execution finishes and return its result.
 
-    Raises ``ExecutionFailed`` if it ended without completing, ``WaitTimeout`` after
-    ``timeout`` seconds.
+    Woken by the finishing transaction's notification on PostgreSQL, re-reading the database
+    at least every ``RESULT_RECHECK_SECONDS`` (see ``durableflow.waiting``). A run that
+    continued as new answers with the result of the one that carries it on. Raises
+    ``ExecutionFailed`` if it ended without completing, ``WaitTimeout`` after ``timeout``
+    seconds, ``ExecutionNotFound`` for an unknown id.
     """
     verbs = engine()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    interval = poll_interval
-    while True:
-        execution = verbs.get(execution_id)
-        done, value = verbs.outcome(execution)
-        if done:
-            return value
-        if deadline is not None and time.monotonic() >= deadline:
-            raise exceptions.WaitTimeout(
-                message=f"execution {execution_id} is still {execution.status} after {timeout} s"
-            )
-        time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
-        interval = min(interval * 1.5, 1.0)
+    execution = _wait(verbs, execution_id, timeout, follow=True)
+    done, value = verbs.outcome(execution)
+    if not done:
+        raise exceptions.WaitTimeout(message=f"execution {execution_id} is still {execution.status} after {timeout} s")
+    return value
 
 
 def wait_finished(execution_id: str, timeout: float | None) -> Execution:
     """Block until the execution is finished or ``timeout`` seconds passed; return it either way.
 
-    What ``GET executions/{id}/?wait=`` long-polls on. ``ExecutionNotFound`` for an unknown
-    id. For now it waits as ``result()`` does; the name and signature are the contract.
+    What ``GET executions/{id}/?wait=`` long-polls on. ``ExecutionNotFound`` for an unknown id.
     """
-    try:
-        result(execution_id, timeout)
-    except (exceptions.WaitTimeout, exceptions.ExecutionFailed):
-        pass  # still running after the timeout, or ended without completing: both are answers
-    return get(execution_id)
+    return _wait(engine(), execution_id, timeout, follow=False)
+
+
+def _wait(verbs: Engine, execution_id: str, timeout: float | None, *, follow: bool) -> Execution:
+    """The one way to wait for an execution's end (``durableflow.waiting.until``)."""
+    return waiting.until(
+        execution_id,
+        (lambda: verbs.final(verbs.get(execution_id))) if follow else (lambda: verbs.get(execution_id)),
+        lambda execution: execution.status in TERMINAL,
+        lambda execution: execution.id,
+        timeout,
+        alias=db_alias(),
+        recheck=df_settings.RESULT_RECHECK_SECONDS,
+    )
 
 
 # Workflow documents -------------------------------------------------------------------------

@@ -23,6 +23,9 @@ def django_db_setup(django_test_environment, django_db_blocker):
 
         config = setup_databases(verbosity=0, interactive=False, aliases=set(settings.DATABASES))
     yield
+    from durableflow.waiting import stop_listening
+
+    stop_listening()
     with django_db_blocker.unblock():
         _disconnect_others()
         teardown_databases(config, verbosity=0)

@@ -34,6 +34,7 @@ from durableflow.sql import cursor as sql_cursor
 __all__ = ["OrmCore", "db_alias"]
 
 _IN_BATCH = 500  # ids per IN (...) list: well under SQLite's variable limit
+_BY_ID: dict[str, str] = {}  # alias -> SELECT of one execution by id (see get_execution)
 
 
 def db_alias() -> str:
@@ -122,7 +123,12 @@ class OrmCore:
         return execution
 
     def get_execution(self, execution_id: str) -> Execution | None:
-        return self._executions().filter(pk=execution_id).first()
+        # Every verb and every wait reads the row by id: the ORM's SELECT, compiled once per
+        # alias, then run raw (the model's converters still apply) instead of compiled anew.
+        query = _BY_ID.get(self.alias)
+        if query is None:
+            query = _BY_ID[self.alias] = self._executions().filter(pk="").order_by().query.sql_with_params()[0]
+        return next(iter(self._executions().raw(query, [execution_id])), None)
 
     def find_execution(self, workflow: str, idempotency_key: str) -> Execution | None:
         return self._executions().filter(workflow=workflow, idempotency_key=idempotency_key).first()
@@ -153,9 +159,7 @@ class OrmCore:
                 changed += matched
         return changed
 
-    def mark_executions(
-        self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
-    ) -> list[tuple[str, str, str]]:
+    def mark_executions(self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
         ids, changed = list(ids), []
         # Inside the caller's transaction (a publisher's), no savepoint: nothing here is refused.
         with transaction.atomic(using=self.alias, savepoint=False):

@@ -1,0 +1,249 @@
+"""Waiting for an execution to finish: woken by the database where it can, re-read always.
+
+``result()``, the REST API's long poll (``GET executions/{id}/?wait=``) and anything else that
+blocks on an execution's end call ``until_finished``. On PostgreSQL the transaction that
+finishes an execution notifies (a trigger on the execution table, migration
+``0009_finish_notify``: ``pg_notify('durableflow_finished', id)``, delivered only if it
+commits). One thread per process listens on its own connection and wakes the callers waiting
+for that id; a caller re-reads the database when woken and at the latest every
+``RESULT_RECHECK_SECONDS``, so a lost notification (the listening connection killed, a pooler
+that does not carry ``LISTEN``) costs at most that interval, never the answer. The listener
+closes its connection when nobody has waited for a while, and opens it again on demand.
+
+On SQLite, which cannot notify, a caller polls: every 2 ms at first, backing off to
+``RESULT_RECHECK_SECONDS``.
+
+A caller that had no database connection open when it began waiting closes the one its reads
+open before each wait: hundreds of waiting threads hold one listening connection, not hundreds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from django.db import connections
+
+__all__ = ["CHANNEL", "Listener", "listener", "stop_listening", "until"]
+
+logger = logging.getLogger(__name__)
+
+CHANNEL = "durableflow_finished"
+# Adaptive poll where nothing notifies: the first read again after FIRST_POLL, then each wait
+# BACKOFF times longer, up to the re-check interval.
+FIRST_POLL = 0.002
+BACKOFF = 1.5
+# The listener closes its connection after this long without a waiting caller.
+IDLE_SECONDS = 30.0
+
+
+class Listener:
+    """One ``LISTEN`` connection for the process, fanning notifications out to waiting threads.
+
+    A waiter registers the ids it waits for before it reads them, so a notification that
+    arrives between its read and its wait is not lost. When the connection is (re)opened,
+    every waiter is woken to read again: what was notified while nobody listened is read.
+    """
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[threading.Event]] = {}
+        self._thread: threading.Thread | None = None
+        self._listening = threading.Event()
+        self._stop = threading.Event()
+        self._connection: Any = None
+        self.backend_pid: int | None = None  # of the listening connection, while it is open
+        self.connects = 0  # connections opened so far (a killed one is opened again)
+        self.notified = 0  # notifications that woke at least one waiter
+
+    # Waiters -----------------------------------------------------------------------------
+
+    @contextmanager
+    def waiter(self) -> Iterator[Callable[[str], threading.Event]]:
+        """``watch(id) -> Event``, set when ``id`` is notified (or the listener reconnects)."""
+        event = threading.Event()
+        watched: set[str] = set()
+
+        def watch(execution_id: str) -> threading.Event:
+            with self._lock:
+                if execution_id not in watched:
+                    watched.add(execution_id)
+                    self._waiters.setdefault(execution_id, set()).add(event)
+            self._ensure_running()
+            return event
+
+        try:
+            yield watch
+        finally:
+            with self._lock:
+                for execution_id in watched:
+                    events = self._waiters.get(execution_id)
+                    if events is not None:
+                        events.discard(event)
+                        if not events:
+                            del self._waiters[execution_id]
+
+    def waiting(self) -> int:
+        """How many waiters are registered (for tests and the admin's curiosity)."""
+        with self._lock:
+            return len({event for events in self._waiters.values() for event in events})
+
+    def _wake(self, execution_id: str | None) -> None:
+        with self._lock:
+            if execution_id is None:
+                events = {event for events in self._waiters.values() for event in events}
+            else:
+                events = set(self._waiters.get(execution_id, ()))
+        for event in events:
+            event.set()
+        if events and execution_id is not None:
+            self.notified += 1
+
+    # The listening thread ------------------------------------------------------------------
+
+    def _ensure_running(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._run, name="durableflow-listener", daemon=True)
+                self._thread.start()
+        # The first waiter waits (briefly) for LISTEN to take effect, so that a notification sent
+        # right after its first read is heard; if the database is unreachable, the re-check serves.
+        self._listening.wait(timeout=1.0)
+
+    def _run(self) -> None:
+        delay = 0.1
+        idle_since = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                self._connect()
+                delay = 0.1
+                while not self._stop.is_set():
+                    for notify in self._connection.notifies(timeout=1.0):
+                        self._wake(notify.payload)
+                    if self.waiting():
+                        idle_since = time.monotonic()
+                    elif time.monotonic() - idle_since > IDLE_SECONDS:
+                        self._stop.set()
+            except Exception as exc:  # a killed connection, a restarted or unreachable database
+                logger.debug("durableflow listener: %s; listening again in %.1f s", exc, delay)
+                self._disconnect()
+                self._wake(None)  # read again now: a notification may have been missed
+                self._stop.wait(delay)
+                delay = min(delay * 2, 5.0)
+        self._disconnect()
+
+    def _connect(self) -> None:
+        import psycopg
+
+        params = connections[self.alias].get_connection_params()
+        for name in ("cursor_factory", "context"):
+            params.pop(name, None)
+        self._connection = psycopg.connect(**params, autocommit=True)
+        self._connection.execute(f"LISTEN {CHANNEL}")
+        self.backend_pid = self._connection.info.backend_pid
+        self.connects += 1
+        self._listening.set()
+        self._wake(None)  # anything that finished while nobody listened is read now
+
+    def _disconnect(self) -> None:
+        self._listening.clear()
+        self.backend_pid = None
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:  # pragma: no cover - closing a broken connection
+                pass
+
+    def stop(self) -> None:
+        """Close the listening connection and end the thread (a test database is about to go)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+
+_listeners: dict[str, Listener] = {}
+_listeners_lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """A forked child (a worker's pool process) has none of its parent's threads: start anew."""
+    global _listeners, _listeners_lock
+    _listeners, _listeners_lock = {}, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def stop_listening() -> None:
+    """Close every listening connection of this process (before its database is dropped)."""
+    with _listeners_lock:
+        listeners = list(_listeners.values())
+    for each in listeners:
+        each.stop()
+
+
+def listener(alias: str) -> Listener:
+    """The process's listener for the database ``alias``."""
+    with _listeners_lock:
+        if alias not in _listeners:
+            _listeners[alias] = Listener(alias)
+        return _listeners[alias]
+
+
+def until(
+    execution_id: str,
+    read: Callable[[], Any],
+    finished: Callable[[Any], bool],
+    key: Callable[[Any], str],
+    timeout: float | None,
+    *,
+    alias: str,
+    recheck: float,
+) -> Any:
+    """Call ``read()`` until ``finished(value)`` or ``timeout`` seconds passed; return the last value.
+
+    ``key(value)`` names the execution whose end is awaited (a run that continued as new is
+    carried on by another). Woken by the listener on PostgreSQL; an adaptive poll elsewhere.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    connection = connections[alias]
+    # Close what we opened, before each wait, unless it is the caller's (open already, or in a
+    # transaction): a waiting thread then holds no connection.
+    borrowed = connection.connection is None and not connection.in_atomic_block
+    notifying = connection.vendor == "postgresql"
+    with listener(alias).waiter() if notifying else _no_waiter() as watch:
+        watching = execution_id
+        woken = watch(watching)  # before the first read: a notification after it is not lost
+        interval = recheck if notifying else FIRST_POLL
+        while True:
+            woken.clear()  # before the read, for the same reason
+            value = read()
+            if finished(value):
+                return value
+            if key(value) != watching:  # carried on by another execution: watch it, read again
+                watching = key(value)
+                woken = watch(watching)
+                continue
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return value
+            if borrowed:
+                connection.close()
+            woken.wait(interval if remaining is None else min(interval, remaining))
+            if not notifying:
+                interval = min(interval * BACKOFF, recheck)
+
+
+@contextmanager
+def _no_waiter() -> Iterator[Callable[[str], threading.Event]]:
+    """A waiter that is never woken: the caller polls."""
+    event = threading.Event()
+    yield lambda execution_id: event

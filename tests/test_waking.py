@@ -1,0 +1,190 @@
+"""``result()`` is woken by the finishing transaction, and the database re-check is its safety net.
+
+On PostgreSQL a trigger notifies ``durableflow_finished`` when an execution ends and one
+listening connection per process wakes every waiting caller. These tests take the
+notification away (the trigger disabled, the listening connection killed) and count
+connections while hundreds of callers wait.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+
+import pytest
+from django.db import connections
+from django.test import override_settings
+
+import durableflow
+from durableflow import exceptions, operations, waiting
+from durableflow.engine.states import TERMINAL
+from durableflow.orm import db_alias
+from tests.helpers import uid, wait_for
+
+NOBODY = "durableflow-test-nobody"  # a queue no worker consumes: what starts there stays pending
+
+
+def _postgres() -> bool:
+    return connections[db_alias()].vendor == "postgresql"
+
+
+@pytest.fixture
+def postgres(live_db):
+    if not _postgres():
+        pytest.skip("PostgreSQL only: SQLite has no notification, its callers poll")
+
+
+def _listener() -> waiting.Listener:
+    return waiting.listener(db_alias())
+
+
+def _table() -> str:
+    from durableflow.models import Execution
+
+    return Execution._meta.db_table
+
+
+def _sql(statement: str, params=()) -> list[tuple]:
+    with connections[db_alias()].cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+class Caller(threading.Thread):
+    """``durableflow.result()`` in its own thread; keeps what it returned or raised."""
+
+    def __init__(self, execution_id: str, timeout: float = 120) -> None:
+        super().__init__(daemon=True)
+        self.execution_id, self.timeout = execution_id, timeout
+        self.outcome: object = None
+        self.seconds: float | None = None
+
+    def run(self) -> None:
+        started = time.monotonic()
+        try:
+            self.outcome = durableflow.result(self.execution_id, timeout=self.timeout)
+        except Exception as exc:  # what result() raised is the outcome under test
+            self.outcome = exc
+        finally:
+            self.seconds = time.monotonic() - started
+            connections.close_all()
+
+
+def _start_waiting_callers(ids: list[str]) -> list[Caller]:
+    """One caller per id, each registered with the listener before the next starts."""
+    callers = []
+    base = _listener().waiting() if _postgres() else 0
+    for number, execution_id in enumerate(ids, start=1):
+        caller = Caller(execution_id)
+        caller.start()
+        callers.append(caller)
+        if _postgres():
+            wait_for(lambda n=number: _listener().waiting() >= base + n, timeout=30, what="the caller to wait")
+    return callers
+
+
+def test_the_migration_notifies_for_exactly_the_terminal_statuses():
+    migration = importlib.import_module("durableflow.migrations.0009_finish_notify")
+
+    assert set(migration.TERMINAL) == set(TERMINAL)
+
+
+def test_a_started_run_is_returned_to_a_caller_waiting_before_it_finished(cluster, live_db):
+    """Real worker, woken path: the run waits for a signal while the caller waits for the run."""
+    execution = durableflow.start("t.wait-signal")
+    # The re-check is an hour away: only the notification (or SQLite's poll, which backs off
+    # from 2 ms) can return it before the caller's timeout.
+    with override_settings(DURABLEFLOW={"RESULT_RECHECK_SECONDS": 3600 if _postgres() else 0.2}):
+        caller = Caller(execution.id, timeout=120)
+        caller.start()
+        wait_for(
+            lambda: operations.get(execution.id).status == "waiting", timeout=60, what="the run to wait for its signal"
+        )
+        notified = _listener().notified
+        durableflow.signal(execution.id, "go", {"value": 7})
+        caller.join(timeout=120)
+
+    assert not caller.is_alive()
+    assert caller.outcome == {"value": 7}
+    if _postgres():
+        assert _listener().notified > notified
+
+
+def test_without_the_notification_the_recheck_returns_the_result(postgres):
+    """The trigger disabled: nothing notifies, and the default re-check still answers."""
+    execution = durableflow.start("t.ping", queue=NOBODY)
+    notified = _listener().notified
+    _sql(f'ALTER TABLE "{_table()}" DISABLE TRIGGER durableflow_execution_finished')
+    try:
+        [caller] = _start_waiting_callers([execution.id])
+        durableflow.cancel(execution.id, "no notification for this one")
+        caller.join(timeout=60)
+    finally:
+        _sql(f'ALTER TABLE "{_table()}" ENABLE TRIGGER durableflow_execution_finished')
+
+    assert not caller.is_alive()
+    assert isinstance(caller.outcome, exceptions.ExecutionFailed) and caller.outcome.status == "cancelled"
+    assert _listener().notified == notified  # nothing was notified: the re-check found it
+    # It waited at most one re-check interval (1 s by default) after the cancel, plus slack
+    # for a loaded machine.
+    assert caller.seconds is not None and caller.seconds < 1.0 + 10
+
+
+def test_a_killed_listening_connection_is_opened_again_and_callers_still_return(postgres):
+    execution = durableflow.start("t.ping", queue=NOBODY)
+    with override_settings(DURABLEFLOW={"RESULT_RECHECK_SECONDS": 3600}):
+        [caller] = _start_waiting_callers([execution.id])
+        listener = _listener()
+        killed, connects = listener.backend_pid, listener.connects
+        assert killed is not None
+        _sql("SELECT pg_terminate_backend(%s)", [killed])
+        wait_for(lambda: listener.connects > connects, timeout=30, what="the listener to connect again")
+        assert listener.backend_pid not in (None, killed)
+        durableflow.cancel(execution.id, "after the reconnect")
+        caller.join(timeout=60)  # an hour's re-check away: only a notification returns it
+
+    assert not caller.is_alive()
+    assert isinstance(caller.outcome, exceptions.ExecutionFailed) and caller.outcome.status == "cancelled"
+
+
+def test_two_hundred_waiting_callers_hold_one_listening_connection(postgres):
+    tag = uid("many")
+    ids = [durableflow.start("t.ping", {"tag": tag, "n": n}, queue=NOBODY).id for n in range(200)]
+    listener = _listener()
+    with override_settings(DURABLEFLOW={"RESULT_RECHECK_SECONDS": 3600}):
+        callers = _start_waiting_callers(ids)
+        listening = _sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+            [f"LISTEN {waiting.CHANNEL}"],
+        )[0][0]
+        connected = _sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")[0][0]
+        notified, connects = listener.notified, listener.connects
+        for execution_id in ids:
+            durableflow.cancel(execution_id, "enough")
+        for caller in callers:
+            caller.join(timeout=120)
+
+    assert listening == 1
+    # The waiting threads hold no connection of their own: this one, the listener's, and
+    # whatever else the session runs (a few worker connections), far below 200.
+    assert connected < 20
+    assert [caller.is_alive() for caller in callers] == [False] * 200
+    assert {getattr(caller.outcome, "status", caller.outcome) for caller in callers} == {"cancelled"}
+    if listener.connects == connects:  # (a reconnect would wake them all at once instead)
+        assert listener.notified - notified == 200
+
+
+def test_a_timeout_returns_the_unfinished_execution_and_result_raises(live_db):
+    execution = durableflow.start("t.ping", queue=NOBODY)
+    try:
+        assert operations.wait_finished(execution.id, 0.2).status == "pending"
+        with pytest.raises(exceptions.WaitTimeout):
+            durableflow.result(execution.id, timeout=0.2)
+    finally:
+        durableflow.cancel(execution.id)
+
+
+def test_an_unknown_id_raises_not_found(live_db):
+    with pytest.raises(exceptions.ExecutionNotFound):
+        durableflow.result(uid("nobody"), timeout=1)
