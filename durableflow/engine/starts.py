@@ -28,6 +28,7 @@ class StartRequest:
     params: Any
     canonical_params: str
     idempotency_key: str | None
+    named: bool = False  # the caller gave the execution id (else it is a new uuid)
 
 
 def prepare_start(
@@ -67,6 +68,7 @@ def prepare_start(
         params=decoded,
         canonical_params=canonical,
         idempotency_key=idempotency_key,
+        named=execution_id is not None,
     )
 
 
@@ -199,7 +201,7 @@ class Starts:
 
     def _repeated(self: Engine, request: StartRequest) -> Any:
         """The execution a refused insert's id or key names, if it asked for the same thing."""
-        existing = self.storage.get_execution(request.execution_id)
+        existing = self.storage.get_execution(request.execution_id) if request.named else None
         if existing is None and request.idempotency_key is not None:
             existing = self.storage.find_execution(request.definition.name, request.idempotency_key)
         if existing is None:  # pragma: no cover - deleted between the insert and the read
