@@ -21,6 +21,7 @@ def test_public_api_is_pinned():
             "define_store",
             "stores",
             "start",
+            "start_many",
             "cancel",
             "retry",
             "rerun",

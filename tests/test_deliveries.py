@@ -53,6 +53,19 @@ def test_rolled_back_start_leaves_nothing_and_runs_nothing(cluster, live_db, mon
     assert [args[0] for args in published] == [barrier.id]
 
 
+def test_start_many_executions_all_complete_on_the_workers(cluster, live_db):
+    tag = uid("many")
+    params = [{"tag": f"{tag}-{n}"} for n in range(20)]
+    keys = [f"{tag}-{n}" for n in range(20)]
+
+    executions = durableflow.start_many("t.marker", params, keys)
+    assert [e.id for e in durableflow.start_many("t.marker", params, keys)] == [e.id for e in executions]
+
+    for execution, each in zip(executions, params):
+        assert wait_status(execution.id).params == each
+    assert [Marker.count(each["tag"]) for each in params] == [1] * 20
+
+
 def test_replay_returns_the_recorded_random_value_after_a_sleep(cluster, live_db):
     execution = durableflow.start("t.random-sleep", {"seconds": 2})
 

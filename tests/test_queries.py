@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 import durableflow
 from durableflow import operations
+from tests.helpers import uid
 
 STEP_TABLE = '"durableflow_steprecord"'
 
@@ -40,3 +41,34 @@ def test_a_run_step_costs_one_single_statement_write_and_no_reads(live_db, n):
 def test_more_steps_add_only_step_writes(live_db):
     one, eleven = _delivery_queries(1), _delivery_queries(11)
     assert len(eleven) - len(one) == 10
+
+
+def test_a_start_is_one_insert_in_autocommit_and_inside_a_transaction(live_db):
+    key = uid("start")
+    with CaptureQueriesContext(connection) as alone:
+        durableflow.start("t.ping", queue="query-count")
+    with CaptureQueriesContext(connection) as inside, transaction.atomic():
+        first = durableflow.start("t.ping", idempotency_key=key, queue="query-count")
+        # A repeat reads the first execution by its key; no savepoint, and the transaction goes on.
+        assert durableflow.start("t.ping", idempotency_key=key, queue="query-count").id == first.id
+        durableflow.start("t.ping", queue="query-count")
+
+    assert _kinds(alone) == ["INSERT execution"]
+    assert _kinds(inside) == ["BEGIN", "INSERT execution", "INSERT execution", "SELECT", "INSERT execution", "COMMIT"]
+
+
+def test_start_many_is_one_insert_per_parameter_limit(live_db):
+    with CaptureQueriesContext(connection) as captured:
+        executions = durableflow.start_many("t.ping", [None] * 100, queue="query-count")
+
+    assert len({e.id for e in executions}) == 100
+    # PostgreSQL takes 65,535 parameters a statement, Django's SQLite backend 999.
+    inserts = ["INSERT execution"] * (1 if connection.vendor == "postgresql" else 2)
+    assert _kinds(captured) == ["BEGIN", *inserts, "COMMIT"]
+
+
+def _kinds(captured: CaptureQueriesContext) -> list[str]:
+    return [
+        "INSERT execution" if sql.startswith('INSERT INTO "durableflow_execution"') else sql.split()[0]
+        for sql in (query["sql"] for query in captured.captured_queries)
+    ]
