@@ -20,7 +20,7 @@ from typing import Any
 from celery import group
 
 import durableflow
-from bench.live import CHAIN_QUEUE, _completed, chain_latency_ms, durableflow_latency_ms
+from bench.live import CHAIN_QUEUE, _completed, chain_polled_ms, durableflow_polled_ms
 from bench.stats import summary
 from bench.tasks import chain_step
 from durableflow.models import Execution, StepRecord
@@ -41,7 +41,9 @@ def event_resume_ms() -> float:
     if durableflow.send_event("bench.go", {"id": key}) != 1:
         raise RuntimeError("the event satisfied no wait")
     resumed = wait_until(
-        lambda: StepRecord.objects.filter(execution_id=execution.id, key="resumed").values_list("value", flat=True).first(),
+        lambda: (
+            StepRecord.objects.filter(execution_id=execution.id, key="resumed").values_list("value", flat=True).first()
+        ),
         timeout=60,
         interval=0.001,
         what="the resumed step",
@@ -84,8 +86,8 @@ def _alternate(n: int, ours, theirs) -> tuple[list[float], list[float]]:
 
 def measure(n: int, map_items: int, map_repeats: int) -> dict[str, Any]:
     """One round of the three measurements (raw summaries; ratios are taken in the report)."""
-    event, chain = _alternate(n, event_resume_ms, lambda: chain_latency_ms(1))
-    invoke, one_step = _alternate(n, invoke_ms, lambda: durableflow_latency_ms(1))
+    event, chain = _alternate(n, event_resume_ms, lambda: chain_polled_ms(1))
+    invoke, one_step = _alternate(n, invoke_ms, lambda: durableflow_polled_ms(1))
     mapped, grouped = _alternate(map_repeats, lambda: map_s(map_items), lambda: group_s(map_items))
     return {
         "event_ms": summary(event),
