@@ -60,7 +60,7 @@ SMOKE = {
     "floor_n": 10,
     "steps": [1, 10],
     "step_repeats": 2,
-    "latency_steps": [1],
+    "latency_steps": [1, 10],
     "latency_n": 3,
     "start_n": 5,
     "start_many": 10,

@@ -30,9 +30,7 @@ def _connect():
         conn = psycopg.connect(os.environ["DATABASE_URL"], autocommit=True)
         conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id bigserial PRIMARY KEY, v text)")
         return conn, "INSERT INTO bench_floor (v) VALUES (%s)"
-    conn = sqlite3.connect(
-        connection.settings_dict["NAME"], isolation_level=None, timeout=30, check_same_thread=False
-    )
+    conn = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, timeout=30, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("CREATE TABLE IF NOT EXISTS bench_floor (id INTEGER PRIMARY KEY, v TEXT)")

@@ -2,8 +2,9 @@
 round trip, and a map, each beside the Celery shape that does the same without durability.
 
 - event → resume: ``send_event`` to the workflow's next step being recorded (that step records
-  the worker's wall clock), against a 1-task chain's ``apply_async`` → ``get()``. The sweep
-  plays no part: the publisher wakes the execution after its commit.
+  the worker's wall clock), against a 1-task chain's ``apply_async`` → ``get()``, both polled every
+  millisecond (``bench.live``'s polled variants). The sweep plays no part: the publisher wakes
+  the execution after its commit.
 - invoke: ``start`` of a parent that invokes a one-step child, to the parent's completion,
   against a one-step workflow's start → completion (the cost of one level of composition).
 - map: ``start`` → completion of a map of N trivial items, against a Celery group of N tasks.
