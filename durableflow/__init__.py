@@ -52,6 +52,7 @@ __all__ = [
     "stores",
     # steering runs (need Django's apps to be loaded)
     "start",
+    "start_many",
     "cancel",
     "retry",
     "rerun",
@@ -67,7 +68,7 @@ __all__ = [
 # The verbs touch the ORM, which must not be imported while Django loads its apps (this
 # package is imported then); they are resolved on first use instead.
 _OPERATIONS = frozenset(
-    {"start", "cancel", "retry", "rerun", "fork", "result", "send_event", "signal", "complete_token"}
+    {"start", "start_many", "cancel", "retry", "rerun", "fork", "result", "send_event", "signal", "complete_token"}
 )
 
 

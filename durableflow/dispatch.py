@@ -9,11 +9,12 @@ Settings, system checks and the demo project use these names too.
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from durableflow.engine import transactions
 
-__all__ = ["DELIVER", "SWEEP", "RUN_ITEM", "TASKS", "send", "guard_publishes"]
+__all__ = ["DELIVER", "SWEEP", "RUN_ITEM", "TASKS", "send", "send_many", "guard_publishes"]
 
 logger = logging.getLogger("durableflow.dispatch")
 
@@ -42,6 +43,37 @@ def send(task: str, args: tuple, queue: str) -> bool:
         logger.warning("could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True)
         return False
     return True
+
+
+def send_many(task: str, args_list: list[tuple], queue: str) -> bool:
+    """Send ``task(*args)`` for each of ``args_list`` through one producer (one broker
+    connection from Celery's pool, its publishes batched where kombu can: one Redis pipeline);
+    never raise. After the first failure the rest are left to the sweep rather than each
+    waiting out its own retry."""
+    _refuse_inside_transaction(task)
+    from celery import current_app
+
+    try:
+        with current_app.producer_or_acquire() as producer, _batch(producer):
+            for args in args_list:
+                current_app.send_task(
+                    task, args=args, queue=queue, producer=producer, retry=True, retry_policy=_RETRY_POLICY
+                )
+    except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
+        logger.warning(
+            "could not send all %d %s messages to queue %s; the sweep will resend those lost",
+            len(args_list),
+            task,
+            queue,
+            exc_info=True,
+        )
+        return False
+    return True
+
+
+def _batch(producer: Any) -> AbstractContextManager[Any]:
+    batch = getattr(producer, "batch", None)  # kombu >= 5.7
+    return batch() if batch is not None else nullcontext()
 
 
 def guard_publishes() -> None:

@@ -8,7 +8,7 @@ what may change (that is the engine's), it only picks the storage and the settin
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from django.db import close_old_connections, connections
 
@@ -24,6 +24,7 @@ __all__ = [
     "engine",
     "engine_settings",
     "start",
+    "start_many",
     "start_execution",
     "get",
     "cancel",
@@ -84,6 +85,25 @@ def start(
 def start_execution(workflow, params=None, *, execution_id=None, idempotency_key=None, queue=None):
     """``start``, returning ``(execution, created)`` for callers that answer 201 or 200."""
     return engine().start(workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue)
+
+
+def start_many(
+    workflow: str | Callable[..., Any] | WorkflowDefinition,
+    params_list: Iterable[Any],
+    idempotency_keys: Iterable[str | None] | None = None,
+    *,
+    queue: str | None = None,
+) -> list[Execution]:
+    """Start one execution per params, in one transaction (inside the caller's, if any) with
+    one bulk INSERT; their deliveries are sent together on commit. The executions, in order.
+
+    Every params is checked first: ``INVALID_PARAMS`` names the position (``params[3]: ...``)
+    and nothing is written. ``idempotency_keys`` (one per params, or ``None``) behave as
+    ``start``'s, as if started one after another: a repeat returns the first execution at its
+    position, a key repeated in the list with the same params gives both positions one execution,
+    and other params for a taken key raise ``IDEMPOTENCY_CONFLICT`` with nothing written.
+    """
+    return engine().start_many(workflow, params_list, idempotency_keys, queue=queue)
 
 
 def get(execution_id: str) -> Execution:

@@ -103,6 +103,7 @@ class Statements:
         self.now_sql = f"SELECT {now}"
         self._casts, self._text, self._ec, self._table = casts, text, ec, execution
         self._outcome_sql: dict[tuple[tuple[str, ...], bool], str] = {}
+        self._execution_inserts: dict[tuple[tuple[str, ...], tuple[str, ...]], ExecutionInsert] = {}
 
     def outcome(
         self, fields: dict[str, Any], execution_id: str, token: str, adapt, *, unless_woken: bool = False
@@ -128,6 +129,13 @@ class Statements:
                 value = adapt(value)
             params[name] = value
         return sql, params
+
+    def execution_insert(self, names: tuple[str, ...], now: tuple[str, ...]) -> ExecutionInsert:
+        """The INSERT of executions given the fields ``names``, and ``now`` as ``NOW``."""
+        insert = self._execution_inserts.get((names, now))
+        if insert is None:
+            insert = self._execution_inserts[(names, now)] = ExecutionInsert(names, now, self._table, self._ec)
+        return insert
 
     def moment_sql(self, name: str) -> str:
         """This vendor's expression for the database clock shifted by the seconds in parameter ``name``."""
@@ -157,6 +165,75 @@ class Statements:
                 value = adapt(value)
             params[name] = value
         return params
+
+
+class ExecutionInsert:
+    """One INSERT of many executions that leaves out those whose id or (workflow, idempotency
+    key) is taken, returning the id and the database-set columns of those it inserted.
+
+    ``ON CONFLICT DO NOTHING`` (no target: every unique constraint) means a repeat raises
+    nothing, so a caller's transaction needs no savepoint around it. The columns are the
+    fields given, plus those the ORM would fill from a Python default (``metadata``,
+    ``deliveries``...); the fields given as ``NOW`` are left to their database default
+    (``created_at``: the database's clock), which the INSERT returns.
+    """
+
+    def __init__(self, names: tuple[str, ...], now: tuple[str, ...], table: str, ec: Callable[[str], str]) -> None:
+        from durableflow.models import Execution
+
+        fields = Execution._meta.concrete_fields
+        for name in now:
+            if not Execution._meta.get_field(name).has_db_default():
+                raise ValueError(f"{name} has no database default: give it a value, not NOW")
+        given = {Execution._meta.get_field(name).attname for name in (*names, *now)}
+        self.columns = names
+        self.defaults = [
+            f for f in fields if f.attname not in given and not f.has_db_default() and (f.has_default() or not f.null)
+        ]
+        self.returned = [f.attname for f in fields if f.has_db_default() and f.attname not in set(names)]
+        kinds = {name: Execution._meta.get_field(name).get_internal_type() for name in names}
+        self.json = frozenset(name for name, kind in kinds.items() if kind == "JSONField")
+        self.encoded = self.json | {name for name, kind in kinds.items() if kind == "DateTimeField"}
+        self.attnames = [f.attname for f in fields]
+        self.width = len(names) + len(self.defaults)
+        self._row = "(" + ", ".join(["%s"] * self.width) + ")"
+        self._head = (
+            f"INSERT INTO {table} ({', '.join(ec(name) for name in (*names, *(f.name for f in self.defaults)))}) "
+            "VALUES "
+        )
+        self._tail = f" ON CONFLICT DO NOTHING RETURNING {', '.join(ec(name) for name in ('id', *self.returned))}"
+
+    def sql(self, rows: int) -> str:
+        return self._head + ", ".join([self._row] * rows) + self._tail
+
+    def params(self, rows: list[dict[str, Any]], adapt) -> list[Any]:
+        """The statement's parameters for ``rows`` (dicts with at least the ``columns``)."""
+        params: list[Any] = []
+        encoded, json = self.encoded, self.json
+        defaults = [_encode(f.get_default(), f.get_internal_type() == "JSONField", adapt) for f in self.defaults]
+        for row in rows:
+            params += [
+                _encode(row[name], name in json, adapt) if name in encoded else row[name] for name in self.columns
+            ]
+            params += defaults
+        return params
+
+    def instance(self, alias: str, row: dict[str, Any], returned: tuple) -> Any:
+        """The model instance of an inserted ``row`` (Python values), with what the INSERT returned."""
+        from durableflow.models import Execution
+
+        values = {f.attname: f.get_default() for f in self.defaults}
+        values.update((name, row[name]) for name in self.columns)
+        values.update(zip(self.returned, map(aware, returned)))
+        return Execution.from_db(alias, None, [values.get(name) for name in self.attnames])
+
+
+def _encode(value: Any, is_json: bool, adapt) -> Any:
+    if value is None:
+        return None  # SQL NULL, as the ORM writes a JSONField's None
+    if is_json:
+        return _dumps(value)
+    return adapt(value) if isinstance(value, datetime) else value
 
 
 def decode_claim(row: tuple) -> tuple[dict[str, Any], datetime]:

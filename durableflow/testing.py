@@ -93,6 +93,9 @@ class WorkflowTester:
     def start(self, workflow, params: Any = None, **options: Any) -> MemoryExecution:
         return self.engine.start(workflow, params, **options)[0]
 
+    def start_many(self, workflow, params_list, idempotency_keys=None, *, queue=None) -> list[MemoryExecution]:
+        return self.engine.start_many(workflow, params_list, idempotency_keys, queue=queue)
+
     def get(self, execution_id: str) -> MemoryExecution:
         return self.engine.get(execution_id)
 

@@ -1,10 +1,11 @@
-"""Starting executions: what is checked before anything is written, and the ``start`` verb."""
+"""Starting executions: what is checked before anything is written, and the ``start`` and
+``start_many`` verbs."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from durableflow import dispatch, exceptions, values
 from durableflow.engine.records import Claim, Continued
@@ -37,14 +38,20 @@ def prepare_start(
     execution_id: str | None = None,
     idempotency_key: str | None = None,
     max_payload_bytes: int | None = None,
+    index: int | None = None,
 ) -> StartRequest:
-    """Validate a start; raise ``WorkflowStartError`` before anything is written."""
+    """Validate a start; raise ``WorkflowStartError`` before anything is written.
+
+    ``index``: the start's position in a ``start_many``, named in the messages (``params[3]``).
+    """
     definition = registry.resolve(workflow)
+    at = "" if index is None else f"[{index}]"
     try:
         canonical, decoded = values.roundtrip(params, max_bytes=max_payload_bytes)
     except exceptions.WorkflowValueError as exc:
-        raise exceptions.WorkflowStartError("INVALID_PARAMS", f"params: {exc.message}", **exc.detail) from None
-    for name, value in (("execution_id", execution_id), ("idempotency_key", idempotency_key)):
+        raise exceptions.WorkflowStartError("INVALID_PARAMS", f"params{at}: {exc.message}", **exc.detail) from None
+    key_name = "idempotency_key" if index is None else f"idempotency_keys{at}"
+    for name, value in (("execution_id", execution_id), (key_name, idempotency_key)):
         if value is None:
             continue
         if not isinstance(value, str) or not value or len(value) > MAX_ID_LENGTH:
@@ -81,8 +88,27 @@ def check_repeat(request: StartRequest, workflow: str, params: Any) -> None:
         )
 
 
+def _fields(
+    request: StartRequest, queue: str, parent_id: str | None = None, root_id: str | None = None
+) -> dict[str, Any]:
+    """The new execution's row."""
+    return {
+        "id": request.execution_id,
+        "workflow": request.definition.name,
+        "version": request.definition.version,
+        "status": ExecutionStatus.PENDING,
+        "params": request.params,
+        "idempotency_key": request.idempotency_key,
+        "queue": queue,
+        "parent_id": parent_id,
+        "root_id": root_id or request.execution_id,
+        "enqueued_at": NOW,
+        "created_at": NOW,
+    }
+
+
 class Starts:
-    """The ``start`` verb (a mixin of ``Engine``)."""
+    """The ``start`` and ``start_many`` verbs (a mixin of ``Engine``)."""
 
     def start(
         self: Engine,
@@ -111,31 +137,75 @@ class Starts:
             max_payload_bytes=self.settings.max_payload_bytes,
         )
         queue = queue or self.settings.default_queue
-        execution = self.storage.create_execution(
-            {
-                "id": request.execution_id,
-                "workflow": request.definition.name,
-                "version": request.definition.version,
-                "status": ExecutionStatus.PENDING,
-                "params": request.params,
-                "idempotency_key": idempotency_key,
-                "queue": queue,
-                "parent_id": parent_id,
-                "root_id": root_id or request.execution_id,
-                "enqueued_at": NOW,
-                "created_at": NOW,
-            }
-        )
+        execution = self.storage.create_execution(_fields(request, queue, parent_id, root_id))
         if execution is None:
-            existing = self.storage.get_execution(request.execution_id)
-            if existing is None and idempotency_key is not None:
-                existing = self.storage.find_execution(request.definition.name, idempotency_key)
-            if existing is None:  # pragma: no cover - deleted between the insert and the read
-                raise exceptions.WorkflowStartError("IDEMPOTENCY_CONFLICT", "the execution vanished; start again")
-            check_repeat(request, existing.workflow, existing.params)
-            return existing, False
+            return self._repeated(request), False
         self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
         return execution, True
+
+    def start_many(
+        self: Engine,
+        workflow: str | Callable[..., Any] | WorkflowDefinition,
+        params_list: Iterable[Any],
+        idempotency_keys: Iterable[str | None] | None = None,
+        *,
+        queue: str | None = None,
+    ) -> list[Any]:
+        """Start one execution per params in one transaction: one bulk insert, then the
+        deliveries of the new ones, sent together once it commits. The executions, in order.
+
+        Everything is validated before anything is written (``INVALID_PARAMS`` names the
+        position: ``params[3]: ...``). ``idempotency_keys`` (one per params, ``None`` for none)
+        act as if the starts ran one after another: a key started before returns its
+        execution at that position; a key repeated in the list with the same params gives
+        both positions the one execution. Other params for a key taken either way raise
+        ``IDEMPOTENCY_CONFLICT``, and then nothing is written.
+        """
+        definition = self.registry.resolve(workflow)
+        params_list = list(params_list)
+        keys = [None] * len(params_list) if idempotency_keys is None else list(idempotency_keys)
+        if len(keys) != len(params_list):
+            raise exceptions.WorkflowStartError(
+                "INVALID_PARAMS", f"{len(keys)} idempotency keys for {len(params_list)} params: give one per params"
+            )
+        requests = [
+            prepare_start(
+                self.registry,
+                definition,
+                params,
+                idempotency_key=key,
+                max_payload_bytes=self.settings.max_payload_bytes,
+                index=index,
+            )
+            for index, (params, key) in enumerate(zip(params_list, keys))
+        ]
+        # The position whose execution each position gets: its own, or the first with its key.
+        first: dict[str, int] = {}
+        owner = []
+        for index, request in enumerate(requests):
+            earlier = first.setdefault(request.idempotency_key, index) if request.idempotency_key else index
+            if earlier != index:
+                check_repeat(request, definition.name, requests[earlier].params)
+            owner.append(earlier)
+        if not requests:
+            return []
+        writes = [index for index in range(len(requests)) if owner[index] == index]
+        queue = queue or self.settings.default_queue
+        with self.storage.atomic():
+            rows = self.storage.create_executions([_fields(requests[index], queue) for index in writes])
+            found = {index: row or self._repeated(requests[index]) for index, row in zip(writes, rows)}
+            self.storage.enqueue_many(dispatch.DELIVER, [(row.id,) for row in rows if row is not None], queue)
+        return [found[index] for index in owner]
+
+    def _repeated(self: Engine, request: StartRequest) -> Any:
+        """The execution a refused insert's id or key names, if it asked for the same thing."""
+        existing = self.storage.get_execution(request.execution_id)
+        if existing is None and request.idempotency_key is not None:
+            existing = self.storage.find_execution(request.definition.name, request.idempotency_key)
+        if existing is None:  # pragma: no cover - deleted between the insert and the read
+            raise exceptions.WorkflowStartError("IDEMPOTENCY_CONFLICT", "the execution vanished; start again")
+        check_repeat(request, existing.workflow, existing.params)
+        return existing
 
     def continue_as(self: Engine, claim: Claim, outcome: Continued) -> Any:
         """Start the execution that carries ``claim``'s on (``ctx.continue_as_new``).

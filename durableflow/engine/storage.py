@@ -16,10 +16,14 @@ Transactions, clock and outbox
     ``monotonic()``                      seconds on a clock that ``now()`` moves with (for a delivery's clock)
     ``enqueue(task, args, queue)``       send a task message once the current transaction commits
                                          (at once outside one); returns whether it was sent
+    ``enqueue_many(task, args_list, queue)``
+                                         the same for several messages, sent together (one broker connection)
 
 Executions
     ``create_execution(fields)``         insert; ``None`` if its id or (workflow, idempotency key) is taken,
                                          without breaking the caller's transaction
+    ``create_executions(fields_list)``   insert many (each dict with the same fields) in one statement where
+                                         possible: a list in the same order, ``None`` where the id or key is taken
     ``get_execution(id)``                the row, or ``None``
     ``find_execution(workflow, idempotency_key)``
     ``update_execution(id, fields, *, statuses=None, token=ANY)``
@@ -210,9 +214,11 @@ class Storage(Protocol):
     def now(self) -> datetime: ...
     def monotonic(self) -> float: ...
     def enqueue(self, task: str, args: tuple, queue: str) -> bool: ...
+    def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool: ...
 
     # Executions
     def create_execution(self, fields: dict[str, Any]) -> Any | None: ...
+    def create_executions(self, fields_list: list[dict[str, Any]]) -> list[Any | None]: ...
     def get_execution(self, execution_id: str) -> Any | None: ...
     def find_execution(self, workflow: str, idempotency_key: str) -> Any | None: ...
     def update_execution(

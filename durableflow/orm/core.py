@@ -34,6 +34,7 @@ from durableflow.sql import cursor as sql_cursor
 __all__ = ["OrmCore", "db_alias"]
 
 _IN_BATCH = 500  # ids per IN (...) list: well under SQLite's variable limit
+_MAX_PARAMS = 65535  # a PostgreSQL statement's parameters (SQLite's limit is the backend's feature)
 
 
 def db_alias() -> str:
@@ -102,24 +103,41 @@ class OrmCore:
             return True
         return dispatch.send(task, args, queue)
 
+    def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
+        if not args_list:
+            return True
+        if self.connection.in_atomic_block:
+            transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue), using=self.alias)
+            return True
+        return dispatch.send_many(task, args_list, queue)
+
     # Executions -----------------------------------------------------------------------
 
     def create_execution(self, values: dict[str, Any]) -> Execution | None:
-        execution = Execution()
-        for name, value in values.items():
-            field = Execution._meta.get_field(name)
-            if value is NOW and field.has_db_default():
-                continue  # the database's default is its clock, and the INSERT returns it
-            setattr(execution, field.attname, self._now() if value is NOW else value)
-        # Inside the caller's transaction a savepoint keeps a repeat from breaking it;
-        # outside one, the INSERT is its own transaction.
-        guard = transaction.atomic(using=self.alias) if self.connection.in_atomic_block else nullcontext()
-        try:
-            with guard:
-                execution.save(using=self.alias, force_insert=True)
-        except IntegrityError:
-            return None
-        return execution
+        return self.create_executions([values])[0]
+
+    def create_executions(self, values_list: list[dict[str, Any]]) -> list[Execution | None]:
+        # One hand-written INSERT ... ON CONFLICT DO NOTHING per batch: a taken id or key
+        # raises nothing, so neither the caller's transaction nor a savepoint is involved;
+        # outside a transaction, a single batch is its own (autocommitted) transaction.
+        if not values_list:
+            return []
+        first = values_list[0]
+        names = tuple(name for name, value in first.items() if value is not NOW)
+        sql, cursor = self._sql()
+        insert = sql.execution_insert(names, tuple(name for name in first if first[name] is NOW))
+        adapt = self.connection.ops.adapt_datetimefield_value
+        size = max(1, (self.connection.features.max_query_params or _MAX_PARAMS) // insert.width)
+        inserted: dict[str, tuple] = {}
+        with nullcontext() if len(values_list) <= size else transaction.atomic(using=self.alias, savepoint=False):
+            for start in range(0, len(values_list), size):
+                batch = values_list[start : start + size]
+                cursor.execute(insert.sql(len(batch)), insert.params(batch, adapt))
+                inserted.update((row[0], row[1:]) for row in cursor.fetchall())
+        return [
+            None if (returned := inserted.get(values["id"])) is None else insert.instance(self.alias, values, returned)
+            for values in values_list
+        ]
 
     def get_execution(self, execution_id: str) -> Execution | None:
         return self._executions().filter(pk=execution_id).first()

@@ -148,6 +148,12 @@ class MemoryCore:
             (self._pending[-1] if self._pending else self.outbox).append((task, tuple(args), queue))
         return True
 
+    def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
+        with self.lock:
+            for args in args_list:
+                self.enqueue(task, args, queue)
+        return True
+
     def _value(self, value: Any) -> Any:
         return self.clock() if value is NOW else clone(value)
 
@@ -166,6 +172,10 @@ class MemoryCore:
             executions[execution.id] = execution
             self.tables.steps[execution.id] = {}
             return clone(execution)
+
+    def create_executions(self, values_list: list[dict[str, Any]]) -> list[MemoryExecution | None]:
+        with self.lock:
+            return [self.create_execution(values) for values in values_list]
 
     def get_execution(self, execution_id: str) -> MemoryExecution | None:
         with self.lock:
