@@ -29,6 +29,10 @@ FULL = {
     "step_repeats": 5,
     "latency_steps": [1, 10],
     "latency_n": 30,
+    "start_n": 200,
+    "start_many": 1000,
+    "commit_rate_seconds": 3,
+    "commit_rate_concurrency": [4, 8],
     "throughput_workflows": 1000,
     "throughput_steps": 10,
     "replay_lengths": [10, 1000, 10000],
@@ -56,8 +60,12 @@ SMOKE = {
     "floor_n": 10,
     "steps": [1, 10],
     "step_repeats": 2,
-    "latency_steps": [1],
+    "latency_steps": [1, 10],
     "latency_n": 3,
+    "start_n": 5,
+    "start_many": 10,
+    "commit_rate_seconds": 0.2,
+    "commit_rate_concurrency": [],
     "throughput_workflows": 10,
     "throughput_steps": 3,
     "replay_lengths": [5, 20],
@@ -102,15 +110,18 @@ def peer_python() -> str:
 def backend_setup(backend: str, var: Path, tag: str) -> tuple[dict[str, str], dict[str, str], dict]:
     """Environment of the run, environment of the list-query run, and backend config."""
     if backend == "postgres":
-        names = [f"durableflow_bench{tag}", f"durableflow_bench{tag}_dbos", f"durableflow_bench{tag}_list"]
+        # Overridable so that runs from different checkouts do not share databases or Redis dbs.
+        prefix = os.environ.get("BENCH_DB_PREFIX", "durableflow_bench")
+        names = [f"{prefix}{tag}", f"{prefix}{tag}_dbos", f"{prefix}{tag}_list"]
+        results_db, broker_db = (int(db) for db in os.environ.get("BENCH_REDIS_DBS", "12,13").split(","))
         import redis
 
-        for db in (12, 13):
+        for db in (results_db, broker_db):
             redis.Redis(port=6379, db=db).flushdb()
         env = {
             "DATABASE_URL": f"{PG}/{names[0]}",
-            "CELERY_BROKER_URL": "redis://127.0.0.1:6379/13",
-            "CELERY_RESULT_BACKEND": "redis://127.0.0.1:6379/12",
+            "CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{broker_db}",
+            "CELERY_RESULT_BACKEND": f"redis://127.0.0.1:6379/{results_db}",
             "DURABLEFLOW_VAR_DIR": str(var / "postgres"),
         }
         list_env = {**env, "DATABASE_URL": f"{PG}/{names[2]}"}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+WORKER_PROCESSES = 2  # the pool processes of the bench's worker (and the floor's concurrency)
 
 
 def reset_databases(config: dict[str, Any]) -> None:
@@ -109,13 +110,25 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     logs = Path(tempfile.mkdtemp(prefix="bench-logs-"))
     cluster = Cluster(env, logs)
-    results: dict[str, Any] = {"backend": config["backend"], "config": config, "rounds": []}
+    results: dict[str, Any] = {
+        "backend": config["backend"],
+        "config": config,
+        "worker_processes": WORKER_PROCESSES,
+        "rounds": [],
+    }
     try:
-        cluster.worker("durableflow,bench-chain", concurrency=2, loglevel="warning", ready=READY_LINE)
+        cluster.worker("durableflow,bench-chain", concurrency=WORKER_PROCESSES, loglevel="warning", ready=READY_LINE)
         for number in range(sizes["rounds"]):
             print(f"  [{config['backend']}] round {number + 1}/{sizes['rounds']}", flush=True)
             results["rounds"].append(_round(number, config, inprocess, live))
             results["rounds"][-1]["waits"] = waits.measure(sizes["waits_n"], sizes["map_items"], sizes["map_repeats"])
+        # The throughput leg once more on a worker with one pool process (bench/SCALING.md).
+        print(f"  [{config['backend']}] throughput on one worker process", flush=True)
+        one = cluster.worker("bench-one", concurrency=1, loglevel="warning", ready=READY_LINE)
+        results["throughput_one_process"] = live.durableflow_throughput(
+            sizes["throughput_workflows"], sizes["throughput_steps"], queue="bench-one"
+        )
+        cluster.stop(one)
         print(f"  [{config['backend']}] replay, stores, timers, memory", flush=True)
         results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
         results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])
@@ -143,7 +156,7 @@ def main() -> None:
 
 def _round(number: int, config: dict[str, Any], inprocess, live) -> dict[str, Any]:
     """One round: every system once; the order of the systems rotates from round to round."""
-    from bench import transactions
+    from bench import ceiling, transactions
 
     sizes = config["sizes"]
     blocks = {
@@ -163,8 +176,15 @@ def _round(number: int, config: dict[str, Any], inprocess, live) -> dict[str, An
     result: dict[str, Any] = {"order": names[shift:] + names[:shift]}
     for name in result["order"]:
         result[name] = blocks[name]()
-    # Latency pairs alternate sample by sample inside.
+    # Latency pairs and start pairs alternate sample by sample inside.
     result["latency"] = live.latency(sizes["latency_steps"], sizes["latency_n"])
+    result["starts"] = live.starts(sizes["start_n"], sizes["start_many"])
+    # The database's commit rate with as many connections as the worker has pool processes (the
+    # ceiling of the throughput leg), and at other concurrencies for bench/SCALING.md.
+    result["commit_rate"] = {
+        str(c): ceiling.commit_rate(c, sizes["commit_rate_seconds"])
+        for c in sorted({1, WORKER_PROCESSES, *sizes["commit_rate_concurrency"]})
+    }
     return result
 
 

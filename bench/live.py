@@ -14,6 +14,7 @@ import psutil
 from celery import chain
 
 import durableflow
+from bench.ceiling import Primary
 from bench.stats import percentile, summary
 from bench.tasks import chain_step
 from durableflow.models import Execution, StepRecord
@@ -34,16 +35,44 @@ def _chain(steps: int):
 
 
 # Latency: start -> result, one at a time --------------------------------------------------------
+#
+# What a caller gets with the public defaults on both sides: ``durableflow.result()`` without a
+# poll_interval, and ``AsyncResult.get()`` without an interval (on Redis it is woken by pub/sub;
+# on the file result backend it polls every 0.5 s, Celery's default).
 
 
 def durableflow_latency_ms(steps: int) -> float:
+    started = time.perf_counter()
+    execution = durableflow.start("bench.steps", {"steps": steps})
+    value = durableflow.result(execution.id, timeout=60)
+    elapsed = (time.perf_counter() - started) * 1000
+    if value != sum(range(steps)):
+        raise RuntimeError(f"the workflow computed {value}")
+    return elapsed
+
+
+def chain_latency_ms(steps: int) -> float:
+    started = time.perf_counter()
+    result = _chain(steps).apply_async()
+    value = result.get(timeout=60)
+    elapsed = (time.perf_counter() - started) * 1000
+    if value != sum(range(steps)):
+        raise RuntimeError(f"the chain computed {value}")
+    return elapsed
+
+
+# The same, both sides polled every millisecond: the engine's own latency without the waiting
+# mechanism's granularity. ``bench.waits`` compares against these, as it always did.
+
+
+def durableflow_polled_ms(steps: int) -> float:
     started = time.perf_counter()
     execution = durableflow.start("bench.steps", {"steps": steps})
     wait_until(lambda: _completed(execution.id), timeout=60, interval=0.001, what="a durableflow execution")
     return (time.perf_counter() - started) * 1000
 
 
-def chain_latency_ms(steps: int) -> float:
+def chain_polled_ms(steps: int) -> float:
     started = time.perf_counter()
     result = _chain(steps).apply_async()
     value = result.get(timeout=60, interval=0.001)
@@ -69,15 +98,18 @@ def latency(sizes: list[int], n: int) -> dict[str, Any]:
 # Throughput: a batch started at once, timed to its last completion ----------------------------------
 
 
-def durableflow_throughput(workflows: int, steps: int) -> dict[str, float]:
-    started = time.perf_counter()
-    ids = [durableflow.start("bench.steps", {"steps": steps}).id for _ in range(workflows)]
-    # Executions finish roughly in the order they were started: wait for each in turn.
-    for execution_id in ids:
-        wait_until(
-            lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="the batch"
-        )
-    return _rates(workflows, steps, time.perf_counter() - started)
+def durableflow_throughput(workflows: int, steps: int, queue: str | None = None) -> dict[str, Any]:
+    """Also what the batch cost the database (PostgreSQL): write transactions and server CPU."""
+    with Primary() as primary:
+        started = time.perf_counter()
+        ids = [durableflow.start("bench.steps", {"steps": steps}, queue=queue).id for _ in range(workflows)]
+        # Executions finish roughly in the order they were started: wait for each in turn.
+        for execution_id in ids:
+            wait_until(
+                lambda execution_id=execution_id: _completed(execution_id), timeout=600, interval=0.01, what="the batch"
+            )
+        seconds = time.perf_counter() - started
+    return {**_rates(workflows, steps, seconds), "primary_per_workflow": primary.per(workflows)}
 
 
 def chain_throughput(workflows: int, steps: int) -> dict[str, float]:
@@ -90,6 +122,68 @@ def chain_throughput(workflows: int, steps: int) -> dict[str, float]:
 
 def _rates(workflows: int, steps: int, seconds: float) -> dict[str, float]:
     return {"seconds": seconds, "workflows_per_s": workflows / seconds, "steps_per_s": workflows * steps / seconds}
+
+
+# Starts: what a caller pays to start work, beside Celery's apply_async ---------------------------
+#
+# Both publish to a queue that no worker consumes, so nothing runs while they are timed; the
+# messages are purged and the executions deleted afterwards (beat is not running: no sweep
+# re-sends them meanwhile).
+
+START_QUEUE = "bench-starts"
+
+
+def _purge(queue: str) -> None:
+    from celery import current_app
+
+    with current_app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(queue)
+
+
+def _ms(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def starts(n: int, many: int) -> dict[str, Any]:
+    """``start`` beside one ``apply_async`` (ms per call, alternating one by one), and
+    ``start_many`` of ``many`` executions beside ``many`` ``apply_async`` calls (seconds)."""
+    ids: list[str] = []
+
+    def one_start() -> None:
+        ids.append(durableflow.start("bench.steps", {"steps": 1}, queue=START_QUEUE).id)
+
+    def one_send() -> None:
+        chain_step.apply_async((0, 0), queue=START_QUEUE)
+
+    out: dict[str, Any] = {"n": n, "many": many}
+    try:
+        one_start(), one_send()  # warm both paths
+        ours, theirs = [], []
+        for i in range(n):
+            pair = [(ours, one_start), (theirs, one_send)]
+            for bucket, call in pair if i % 2 == 0 else reversed(pair):
+                bucket.append(_ms(call))
+        out["start_ms"], out["apply_async_ms"] = summary(ours), summary(theirs)
+
+        def sends() -> None:
+            for _ in range(many):
+                one_send()
+
+        out["apply_async_many_s"] = _ms(sends) / 1000
+        if hasattr(durableflow, "start_many"):
+
+            def start_many() -> None:
+                ids.extend(
+                    e.id for e in durableflow.start_many("bench.steps", [{"steps": 1}] * many, queue=START_QUEUE)
+                )
+
+            out["start_many_s"] = _ms(start_many) / 1000
+    finally:
+        _purge(START_QUEUE)
+        Execution.objects.filter(pk__in=ids).delete()
+    return out
 
 
 # Timers -----------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 round trip, and a map, each beside the Celery shape that does the same without durability.
 
 - event → resume: ``send_event`` to the workflow's next step being recorded (that step records
-  the worker's wall clock), against a 1-task chain's ``apply_async`` → ``get()``. The sweep
-  plays no part: the publisher wakes the execution after its commit.
+  the worker's wall clock), against a 1-task chain's ``apply_async`` → ``get()``, both polled every
+  millisecond (``bench.live``'s polled variants). The sweep plays no part: the publisher wakes
+  the execution after its commit.
 - invoke: ``start`` of a parent that invokes a one-step child, to the parent's completion,
   against a one-step workflow's start → completion (the cost of one level of composition).
 - map: ``start`` → completion of a map of N trivial items, against a Celery group of N tasks.
@@ -20,7 +21,7 @@ from typing import Any
 from celery import group
 
 import durableflow
-from bench.live import CHAIN_QUEUE, _completed, chain_latency_ms, durableflow_latency_ms
+from bench.live import CHAIN_QUEUE, _completed, chain_polled_ms, durableflow_polled_ms
 from bench.stats import summary
 from bench.tasks import chain_step
 from durableflow.models import Execution, StepRecord
@@ -41,7 +42,9 @@ def event_resume_ms() -> float:
     if durableflow.send_event("bench.go", {"id": key}) != 1:
         raise RuntimeError("the event satisfied no wait")
     resumed = wait_until(
-        lambda: StepRecord.objects.filter(execution_id=execution.id, key="resumed").values_list("value", flat=True).first(),
+        lambda: (
+            StepRecord.objects.filter(execution_id=execution.id, key="resumed").values_list("value", flat=True).first()
+        ),
         timeout=60,
         interval=0.001,
         what="the resumed step",
@@ -84,8 +87,8 @@ def _alternate(n: int, ours, theirs) -> tuple[list[float], list[float]]:
 
 def measure(n: int, map_items: int, map_repeats: int) -> dict[str, Any]:
     """One round of the three measurements (raw summaries; ratios are taken in the report)."""
-    event, chain = _alternate(n, event_resume_ms, lambda: chain_latency_ms(1))
-    invoke, one_step = _alternate(n, invoke_ms, lambda: durableflow_latency_ms(1))
+    event, chain = _alternate(n, event_resume_ms, lambda: chain_polled_ms(1))
+    invoke, one_step = _alternate(n, invoke_ms, lambda: durableflow_polled_ms(1))
     mapped, grouped = _alternate(map_repeats, lambda: map_s(map_items), lambda: group_s(map_items))
     return {
         "event_ms": summary(event),

@@ -14,6 +14,7 @@ import sys
 import pytest
 from django.conf import settings
 
+import durableflow
 from tests.cluster import ROOT
 
 pytestmark = pytest.mark.bench
@@ -46,6 +47,26 @@ def test_the_benchmark_runs_end_to_end_at_smoke_sizes(tmp_path):
         assert summary["step"]["write_transactions_per_step"] == 1
     assert "vs_chain" in summary["throughput"] and "vs_dbos" not in summary["throughput"]
     assert "dbos" not in summary
+    # What users get: result() / AsyncResult.get() with their defaults, p50 and p99 of both.
+    for size in ("1", "10"):
+        assert {"durableflow_p50_ms", "durableflow_p99_ms", "chain_p50_ms", "chain_p99_ms", "vs_chain_p50"} <= set(
+            summary["latency"][size]
+        )
+    starts = summary["starts"]
+    assert {"start_p50_ms", "start_p99_ms", "apply_async_p50_ms", "apply_async_p99_ms"} <= set(starts)
+    assert {"start_vs_apply_async_p50", "apply_async_many_s", "start_many_s", "start_many_vs_apply_async"} <= set(
+        starts
+    )
+    assert (starts["start_many_s"] is not None) == hasattr(durableflow, "start_many")
+    # The floor at the worker's concurrency, and the throughput leg against it.
+    assert summary["commit_rate"]["worker_processes"] == 2
+    assert {"1", "2"} <= set(summary["commit_rate"]["per_s"])
+    assert "steps_over_commit_rate" in summary["throughput"]
+    assert {"workflows_per_s", "steps_per_s", "two_over_one"} <= set(summary["throughput"]["one_process"])
+    if backend == "postgres":
+        assert {"write_transactions_per_workflow", "server_cpu_ms_per_step", "commits_over_commit_rate"} <= set(
+            summary["throughput"]
+        )
     targets = {target["name"] for target in summary["targets"]}
     assert {"throughput / Celery chain", "timer lateness p99 (s)"} <= targets
     assert "throughput / DBOS" not in targets
