@@ -106,10 +106,10 @@ def _shape(steps: int) -> dict[str, Any]:
     """Queries and write transactions of one delivery of ``steps`` steps.
 
     Transaction ids are shared by the whole PostgreSQL cluster, so another session's writes
-    can only add to the count: the least of three deliveries is this one's own.
+    can only add to the count: the least of five deliveries is this one's own.
     """
     shapes = []
-    for _ in range(3):
+    for _ in range(5):
         execution = durableflow.start("bench.steps", {"steps": steps}, queue=QUEUE)
         before = _xid()
         with CaptureQueriesContext(connection) as captured:
