@@ -15,6 +15,7 @@ from durableflow import dispatch, exceptions, waiting
 from durableflow.conf import df_settings
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL
+from durableflow.engine.steering import OUTCOME_FIELDS
 from durableflow.engine.verbs import Engine
 from durableflow.models import Execution
 from durableflow.orm import OrmStorage, db_alias, documents
@@ -183,7 +184,7 @@ def _wait(verbs: Engine, execution_id: str, timeout: float | None, *, follow: bo
     """The one way to wait for an execution's end (``durableflow.waiting.until``)."""
     return waiting.until(
         execution_id,
-        (lambda: verbs.final(verbs.get(execution_id))) if follow else (lambda: verbs.get(execution_id)),
+        (lambda: verbs.final(verbs.get(execution_id, OUTCOME_FIELDS))) if follow else (lambda: verbs.get(execution_id)),
         lambda execution: execution.status in TERMINAL,
         lambda execution: execution.id,
         timeout,

@@ -23,7 +23,10 @@ from durableflow.engine.storage import NOW
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["Steering", "is_stalled"]
+__all__ = ["Steering", "is_stalled", "OUTCOME_FIELDS"]
+
+# What ``outcome`` and ``final`` read of an execution: a waiting caller reads no more.
+OUTCOME_FIELDS = ("id", "status", "result", "error", "continued_as")
 
 logger = logging.getLogger("durableflow")
 
@@ -39,12 +42,12 @@ def is_stalled(execution: Any) -> bool:
 class Steering:
     """The steering verbs (a mixin of ``Engine``)."""
 
-    def get(self: Engine, execution_id: str) -> Any:
+    def get(self: Engine, execution_id: str, fields: tuple[str, ...] | None = None) -> Any:
         # An id no start can have written is not looked up: a NUL would be a database error
         # on PostgreSQL and a plain miss on SQLite; it is a miss everywhere.
         if not isinstance(execution_id, str) or len(execution_id) > MAX_ID_LENGTH or values.text_fault(execution_id):
             raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}")
-        execution = self.storage.get_execution(execution_id)
+        execution = self.storage.get_execution(execution_id, fields)
         if execution is None:
             raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}")
         return execution
@@ -71,9 +74,7 @@ class Steering:
                 return execution  # being cancelled: its compensating delivery is not disturbed
             # Nothing may satisfy its waits or run its items any more. Closed before the row is
             # written: a publisher locks a waiter, then its execution; the same order here.
-            self.storage.end_waits(
-                execution_id, {"status": StepStatus.FAILED, "error": error, "finished_at": NOW}
-            )
+            self.storage.end_waits(execution_id, {"status": StepStatus.FAILED, "error": error, "finished_at": NOW})
             # The fence, and the row's lock until this commits: a compensable step's mark
             # (Journal.mark_compensable) is either read below or refused after this.
             fenced = self.storage.update_execution(
@@ -200,5 +201,5 @@ class Steering:
     def final(self: Engine, execution: Any) -> Any:
         """The execution that carries ``execution`` on: follows ``continue_as_new`` links."""
         while execution.status == S.COMPLETED and execution.continued_as:
-            execution = self.get(execution.continued_as)
+            execution = self.get(execution.continued_as, OUTCOME_FIELDS)
         return execution

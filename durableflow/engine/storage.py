@@ -24,7 +24,8 @@ Executions
                                          without breaking the caller's transaction
     ``create_executions(fields_list)``   insert many (each dict with the same fields) in one statement where
                                          possible: a list in the same order, ``None`` where the id or key is taken
-    ``get_execution(id)``                the row, or ``None``
+    ``get_execution(id, fields=None)``   the row, or ``None``; ``fields`` names the only columns the caller
+                                         reads (a storage may fill in more)
     ``find_execution(workflow, idempotency_key)``
     ``update_execution(id, fields, *, statuses=None, token=ANY)``
                                          conditional update: only while the status is in ``statuses`` and
@@ -219,7 +220,7 @@ class Storage(Protocol):
     # Executions
     def create_execution(self, fields: dict[str, Any]) -> Any | None: ...
     def create_executions(self, fields_list: list[dict[str, Any]]) -> list[Any | None]: ...
-    def get_execution(self, execution_id: str) -> Any | None: ...
+    def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> Any | None: ...
     def find_execution(self, workflow: str, idempotency_key: str) -> Any | None: ...
     def update_execution(
         self, execution_id: str, fields: dict[str, Any], *, statuses: Iterable[str] | None = None, token: Any = ANY

@@ -34,7 +34,7 @@ from durableflow.sql import cursor as sql_cursor
 __all__ = ["OrmCore", "db_alias"]
 
 _IN_BATCH = 500  # ids per IN (...) list: well under SQLite's variable limit
-_BY_ID: dict[str, str] = {}  # alias -> SELECT of one execution by id (see get_execution)
+_BY_ID: dict[tuple, str] = {}  # (alias, fields) -> SELECT of one execution by id (see get_execution)
 _MAX_PARAMS = 65535  # a PostgreSQL statement's parameters (SQLite's limit is the backend's feature)
 
 
@@ -140,12 +140,15 @@ class OrmCore:
             for values in values_list
         ]
 
-    def get_execution(self, execution_id: str) -> Execution | None:
+    def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> Execution | None:
         # Every verb and every wait reads the row by id: the ORM's SELECT, compiled once per
-        # alias, then run raw (the model's converters still apply) instead of compiled anew.
-        query = _BY_ID.get(self.alias)
+        # alias (and set of fields), then run raw (the model's converters still apply) instead
+        # of compiled anew. Fields left out are deferred: read on access.
+        query = _BY_ID.get((self.alias, fields))
         if query is None:
-            query = _BY_ID[self.alias] = self._executions().filter(pk="").order_by().query.sql_with_params()[0]
+            rows = self._executions().filter(pk="").order_by()
+            query = (rows.only(*fields) if fields else rows).query.sql_with_params()[0]
+            _BY_ID[(self.alias, fields)] = query
         return next(iter(self._executions().raw(query, [execution_id])), None)
 
     def find_execution(self, workflow: str, idempotency_key: str) -> Execution | None:

@@ -177,7 +177,7 @@ class MemoryCore:
         with self.lock:
             return [self.create_execution(values) for values in values_list]
 
-    def get_execution(self, execution_id: str) -> MemoryExecution | None:
+    def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> MemoryExecution | None:
         with self.lock:
             execution = self.tables.executions.get(execution_id)
             return clone(execution)
@@ -211,9 +211,7 @@ class MemoryCore:
                 if self.update_execution(pk, values, statuses=statuses)
             ]
 
-    def mark_executions(
-        self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
-    ) -> list[tuple[str, str, str]]:
+    def mark_executions(self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]) -> list[tuple[str, str, str]]:
         changed = []
         with self.lock:
             for pk in ids:
