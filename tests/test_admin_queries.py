@@ -181,3 +181,31 @@ def test_the_execution_page_runs_the_same_few_queries_for_a_long_journal(admin_c
     # session, user, execution, journal, waits, children, reruns/forks (each one bounded read off an index)
     assert len(few) == len(many) <= 7, "\n".join(many)
     assert_no_full_count(many)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "panel, index",
+    [
+        (
+            lambda pk: Execution.objects.filter(parent_id=pk).only("id", "workflow", "status", "created_at")[:21],
+            "durableflow_exec_children",
+        ),
+        (
+            lambda pk: Execution.objects.filter(origin_id=pk).only("id", "status").order_by("-created_at", "-id")[:21],
+            "durableflow_exec_origin_latest",
+        ),
+    ],
+    ids=["children", "reruns-and-forks"],
+)
+def test_the_execution_pages_lineage_panels_read_their_own_index(panel, index):
+    """Filter and order in one index: on SQLite the "latest" index would otherwise win and the
+    page would filter the whole table (2.5 s at 10^6 executions in the bench)."""
+    query = panel("some-execution")
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:  # the test table is tiny: make the planner choose as it would on a big one
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            plan = query.explain()
+    else:
+        plan = query.explain()
+    assert index in plan, plan

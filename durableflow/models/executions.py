@@ -117,8 +117,19 @@ class Execution(models.Model):
                 condition=status_in(ACTIVE),
                 name="durableflow_exec_active",
             ),
-            # An execution's reruns and forks (the admin's and the API's links back).
-            models.Index(fields=["origin_id"], condition=Q(origin_id__isnull=False), name="durableflow_exec_origin"),
+            # An execution's reruns and forks, and its children, newest first (the admin's
+            # panels, the API's links). The ordering is in the index: without it SQLite walks the
+            # whole "latest" index for the order and filters every row.
+            models.Index(
+                fields=["origin_id", "-created_at", "-id"],
+                condition=Q(origin_id__isnull=False),
+                name="durableflow_exec_origin_latest",
+            ),
+            models.Index(
+                fields=["parent_id", "-created_at", "-id"],
+                condition=Q(parent_id__isnull=False),
+                name="durableflow_exec_children",
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
