@@ -53,6 +53,18 @@ def no_lease_left_held():
     assert not held, f"leases still held by this process after the test: {held}"
 
 
+@pytest.fixture(params=["memory", "orm"])
+def backend(request):
+    """The engine over each storage, for the contract tests that hold both to one behaviour."""
+    from tests.harness import MemoryHarness, OrmHarness
+
+    if request.param == "orm":
+        request.getfixturevalue("db")
+    harness = MemoryHarness() if request.param == "memory" else OrmHarness()
+    yield harness
+    harness.close()
+
+
 @pytest.fixture
 def live_db(django_db_setup, django_db_blocker):
     """Autocommit access to the test database that worker processes also use."""

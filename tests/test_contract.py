@@ -15,21 +15,7 @@ import durableflow
 from durableflow import Retry, RetryableError, WorkflowValueError
 from durableflow.engine.records import LeaseLost, StepRecordData
 from durableflow.registry import WorkflowDefinition, registry
-from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "memory":
-        harness = MemoryHarness()
-        yield harness
-        harness.close()
-        return
-    request.getfixturevalue("db")
-    harness = OrmHarness()
-    yield harness
-    harness.close()
-
+from tests.harness import LEASE_SECONDS
 
 calls: dict[str, int] = {}
 

@@ -2,22 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 import durableflow
 from durableflow import ChildExecutionError, RetryableError
-from tests.harness import MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "memory":
-        harness = MemoryHarness()
-    else:
-        request.getfixturevalue("db")
-        harness = OrmHarness()
-    yield harness
-    harness.close()
 
 
 def _run_tree(backend, execution_id: str, rounds: int = 20):

@@ -17,18 +17,7 @@ from durableflow import EffectDeliveryError, WorkflowEffectError
 from durableflow.engine import effects
 from durableflow.engine.effects import EffectStatus, effect_request
 from durableflow.testing import WorkflowTester
-from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "memory":
-        harness = MemoryHarness()
-    else:
-        request.getfixturevalue("db")
-        harness = OrmHarness()
-    yield harness
-    harness.close()
+from tests.harness import LEASE_SECONDS
 
 
 class Crash(BaseException):

@@ -6,18 +6,7 @@ import pytest
 
 import durableflow
 from durableflow import WorkflowValueError
-from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "memory":
-        harness = MemoryHarness()
-    else:
-        request.getfixturevalue("db")
-        harness = OrmHarness()
-    yield harness
-    harness.close()
+from tests.harness import LEASE_SECONDS
 
 
 class Crash(BaseException):

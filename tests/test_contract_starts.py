@@ -10,16 +10,7 @@ import pytest
 import durableflow
 from durableflow import WorkflowStartError, dispatch
 from durableflow.dispatch import DELIVER
-from tests.harness import MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "orm":
-        request.getfixturevalue("db")
-    harness = MemoryHarness() if request.param == "memory" else OrmHarness()
-    yield harness
-    harness.close()
+from tests.harness import MemoryHarness
 
 
 @pytest.fixture

@@ -12,16 +12,7 @@ from durableflow import dispatch
 from durableflow.dispatch import DELIVER
 from durableflow.engine.records import Suspended
 from durableflow.engine.store_types import StepRef
-from tests.harness import MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "orm":
-        request.getfixturevalue("db")
-    harness = MemoryHarness() if request.param == "memory" else OrmHarness()
-    yield harness
-    harness.close()
+from tests.harness import MemoryHarness
 
 
 @pytest.fixture

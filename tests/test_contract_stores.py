@@ -10,17 +10,7 @@ import durableflow
 from durableflow import WorkflowValueError
 from durableflow.engine.records import LeaseLost
 from durableflow.engine.store_types import StepRef
-from tests.harness import LEASE_SECONDS, MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "orm":
-        request.getfixturevalue("db")
-    harness = MemoryHarness() if request.param == "memory" else OrmHarness()
-    yield harness
-    harness.close()
-
+from tests.harness import LEASE_SECONDS
 
 Counter = durableflow.define_store("cs-counter", initial=lambda: {"n": 0, "ready": False, "items": []})
 

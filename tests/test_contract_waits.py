@@ -10,19 +10,7 @@ import pytest
 
 import durableflow
 from durableflow import WaitTimeout
-from tests.harness import MemoryHarness, OrmHarness
-
-
-@pytest.fixture(params=["memory", "orm"])
-def backend(request):
-    if request.param == "memory":
-        harness = MemoryHarness()
-    else:
-        request.getfixturevalue("db")
-        harness = OrmHarness()
-    yield harness
-    harness.close()
-
+from tests.harness import MemoryHarness
 
 # Events ---------------------------------------------------------------------------------------
 
