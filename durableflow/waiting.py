@@ -55,8 +55,7 @@ class Listener:
         self._waiters: dict[str, set[threading.Event]] = {}
         self._thread: threading.Thread | None = None
         self._listening = threading.Event()
-        self._stop = threading.Event()
-        self._connection: Any = None
+        self._stop = threading.Event()  # the current thread's
         self.backend_pid: int | None = None  # of the listening connection, while it is open
         self.connects = 0  # connections opened so far (a killed one is opened again)
         self.notified = 0  # notifications that woke at least one waiter
@@ -109,64 +108,90 @@ class Listener:
     def _ensure_running(self) -> None:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
-                self._stop.clear()
-                self._thread = threading.Thread(target=self._run, name="durableflow-listener", daemon=True)
+                self._stop = threading.Event()  # each thread its own: an ending one never stops the next
+                self._thread = threading.Thread(
+                    target=self._run, args=(self._stop,), name="durableflow-listener", daemon=True
+                )
                 self._thread.start()
         # The first waiter waits (briefly) for LISTEN to take effect, so that a notification sent
         # right after its first read is heard; if the database is unreachable, the re-check serves.
         self._listening.wait(timeout=1.0)
 
-    def _run(self) -> None:
+    def _run(self, stop: threading.Event) -> None:
         delay = 0.1
         idle_since = time.monotonic()
-        while not self._stop.is_set():
-            try:
-                self._connect()
-                delay = 0.1
-                while not self._stop.is_set():
-                    for notify in self._connection.notifies(timeout=1.0):
-                        self._wake(notify.payload)
-                    if self.waiting():
-                        idle_since = time.monotonic()
-                    elif time.monotonic() - idle_since > IDLE_SECONDS:
-                        self._stop.set()
-            except Exception as exc:  # a killed connection, a restarted or unreachable database
-                logger.debug("durableflow listener: %s; listening again in %.1f s", exc, delay)
-                self._disconnect()
-                self._wake(None)  # read again now: a notification may have been missed
-                self._stop.wait(delay)
-                delay = min(delay * 2, 5.0)
-        self._disconnect()
+        connection = None
+        try:
+            while not stop.is_set():
+                try:
+                    connection = self._connect()
+                    delay = 0.1
+                    while not stop.is_set():
+                        for notify in connection.notifies(timeout=1.0):
+                            self._wake(notify.payload)
+                        if self.waiting():
+                            idle_since = time.monotonic()
+                        elif time.monotonic() - idle_since > IDLE_SECONDS:
+                            self._end_if_idle(stop)
+                except Exception as exc:  # a killed connection, a restarted or unreachable database
+                    logger.debug("durableflow listener: %s; listening again in %.1f s", exc, delay)
+                    self._listening.clear()
+                    self.backend_pid = None
+                    _close(connection)
+                    connection = None
+                    self._wake(None)  # read again now: a notification may have been missed
+                    stop.wait(delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            _close(connection)
+            with self._lock:
+                if self._thread is threading.current_thread():
+                    self._listening.clear()
+                    self.backend_pid = None
 
-    def _connect(self) -> None:
+    def _end_if_idle(self, stop: threading.Event) -> None:
+        # Under the lock that waiters register with: one that registers after this sees no
+        # thread and starts the next one; one that registered before keeps this one going.
+        with self._lock:
+            if not self._waiters:
+                stop.set()
+                self._thread = None
+                self._listening.clear()
+                self.backend_pid = None
+
+    def _connect(self) -> Any:
         import psycopg
 
         params = connections[self.alias].get_connection_params()
         for name in ("cursor_factory", "context"):
             params.pop(name, None)
-        self._connection = psycopg.connect(**params, autocommit=True)
-        self._connection.execute(f"LISTEN {CHANNEL}")
-        self.backend_pid = self._connection.info.backend_pid
+        connection = psycopg.connect(**params, autocommit=True)
+        try:
+            connection.execute(f"LISTEN {CHANNEL}")
+        except Exception:
+            _close(connection)
+            raise
+        self.backend_pid = connection.info.backend_pid
         self.connects += 1
         self._listening.set()
         self._wake(None)  # anything that finished while nobody listened is read now
-
-    def _disconnect(self) -> None:
-        self._listening.clear()
-        self.backend_pid = None
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                connection.close()
-            except Exception:  # pragma: no cover - closing a broken connection
-                pass
+        return connection
 
     def stop(self) -> None:
         """Close the listening connection and end the thread (a test database is about to go)."""
-        self._stop.set()
-        thread = self._thread
+        with self._lock:
+            thread, stop = self._thread, self._stop
+        stop.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
+
+
+def _close(connection: Any) -> None:
+    if connection is not None:
+        try:
+            connection.close()
+        except Exception:  # pragma: no cover - closing a broken connection
+            pass
 
 
 _listeners: dict[str, Listener] = {}

@@ -154,10 +154,7 @@ def test_two_hundred_waiting_callers_hold_one_listening_connection(postgres):
     listener = _listener()
     with override_settings(DURABLEFLOW={"RESULT_RECHECK_SECONDS": 3600}):
         callers = _start_waiting_callers(ids)
-        listening = _sql(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
-            [f"LISTEN {waiting.CHANNEL}"],
-        )[0][0]
+        listening = _listening_connections()
         connected = _sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")[0][0]
         notified, connects = listener.notified, listener.connects
         for execution_id in ids:
@@ -188,3 +185,30 @@ def test_a_timeout_returns_the_unfinished_execution_and_result_raises(live_db):
 def test_an_unknown_id_raises_not_found(live_db):
     with pytest.raises(exceptions.ExecutionNotFound):
         durableflow.result(uid("nobody"), timeout=1)
+
+
+def test_an_idle_listener_closes_its_connection_and_the_next_caller_opens_it_again(postgres, monkeypatch):
+    monkeypatch.setattr(waiting, "IDLE_SECONDS", 0.5)
+    listener = _listener()
+    first = durableflow.start("t.ping", queue=NOBODY)
+    [caller] = _start_waiting_callers([first.id])
+    durableflow.cancel(first.id)
+    caller.join(timeout=60)
+    wait_for(lambda: _listening_connections() == 0, timeout=30, what="the idle listener to close its connection")
+    assert listener.backend_pid is None
+    connects = listener.connects
+
+    second = durableflow.start("t.ping", queue=NOBODY)
+    [caller] = _start_waiting_callers([second.id])
+    wait_for(lambda: listener.connects == connects + 1, timeout=30, what="the listener to connect again")
+    assert _listening_connections() == 1
+    durableflow.cancel(second.id)
+    caller.join(timeout=60)
+    assert getattr(caller.outcome, "status", None) == "cancelled"
+
+
+def _listening_connections() -> int:
+    return _sql(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
+        [f"LISTEN {waiting.CHANNEL}"],
+    )[0][0]
