@@ -172,14 +172,11 @@ def starts(n: int, many: int) -> dict[str, Any]:
                 one_send()
 
         out["apply_async_many_s"] = _ms(sends) / 1000
-        if hasattr(durableflow, "start_many"):
 
-            def start_many() -> None:
-                ids.extend(
-                    e.id for e in durableflow.start_many("bench.steps", [{"steps": 1}] * many, queue=START_QUEUE)
-                )
+        def start_many() -> None:
+            ids.extend(e.id for e in durableflow.start_many("bench.steps", [{"steps": 1}] * many, queue=START_QUEUE))
 
-            out["start_many_s"] = _ms(start_many) / 1000
+        out["start_many_s"] = _ms(start_many) / 1000
     finally:
         _purge(START_QUEUE)
         Execution.objects.filter(pk__in=ids).delete()

@@ -14,7 +14,6 @@ import sys
 import pytest
 from django.conf import settings
 
-import durableflow
 from tests.cluster import ROOT
 
 pytestmark = pytest.mark.bench
@@ -57,7 +56,7 @@ def test_the_benchmark_runs_end_to_end_at_smoke_sizes(tmp_path):
     assert {"start_vs_apply_async_p50", "apply_async_many_s", "start_many_s", "start_many_vs_apply_async"} <= set(
         starts
     )
-    assert (starts["start_many_s"] is not None) == hasattr(durableflow, "start_many")
+    assert starts["start_many_s"]["median"] > 0 and starts["many"] == 10
     # The floor at the worker's concurrency, and the throughput leg against it.
     assert summary["commit_rate"]["worker_processes"] == 2
     assert {"1", "2"} <= set(summary["commit_rate"]["per_s"])
