@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench.stats import median, summary, timed_ms
+from bench.stats import per_step, summary, timed_ms
 
 __all__ = ["large_document", "chain_document", "compile_time", "overhead", "summarize", "rows"]
 
@@ -123,14 +123,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     """The marginal cost of one state (document) and of one step (code), and their ratio."""
     out: dict[str, Any] = {"compile": raw["compile"]}
     for kind in ("document", "code"):
-        runs = raw["overhead"][kind]
-        sizes = sorted(int(size) for size in runs)
-        small, large = runs[str(sizes[0])], runs[str(sizes[-1])]
-        span = sizes[-1] - sizes[0]
-        out[kind] = {
-            "ms_per_step": (median(large["ms"]) - median(small["ms"])) / span,
-            "queries_per_step": (large["queries"] - small["queries"]) / span,
-        }
+        out[kind] = per_step(raw["overhead"][kind])
     out["document_over_code"] = out["document"]["ms_per_step"] / out["code"]["ms_per_step"]
     return out
 

@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import durableflow
-from bench.stats import median, timed_ms
+from bench.stats import per_step, timed_ms
 
 __all__ = ["overhead", "summarize", "rows"]
 
@@ -76,13 +76,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     """Per kind: the marginal milliseconds and queries of one step; each effect kind over ``run``."""
     out: dict[str, Any] = {}
     for kind in KINDS:
-        sizes = sorted(int(size) for size in raw[kind])
-        small, large = raw[kind][str(sizes[0])], raw[kind][str(sizes[-1])]
-        span = sizes[-1] - sizes[0]
-        out[kind] = {
-            "ms_per_step": (median(large["ms"]) - median(small["ms"])) / span,
-            "queries_per_step": (large["queries"] - small["queries"]) / span,
-        }
+        out[kind] = per_step(raw[kind])
     for kind in KINDS[1:]:
         out[kind]["ms_over_run"] = out[kind]["ms_per_step"] / out["run"]["ms_per_step"]
         out[kind]["queries_over_run"] = out[kind]["queries_per_step"] / out["run"]["queries_per_step"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import durableflow
-from bench.stats import median, timed_ms
+from bench.stats import per_step, timed_ms
 
 __all__ = ["overhead", "summarize", "rows"]
 
@@ -96,13 +96,7 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
     """Per kind: marginal ms and queries per step, over ``run``; a compensation's own cost."""
     out: dict[str, Any] = {}
     for kind in KINDS:
-        sizes = sorted(int(size) for size in raw[kind])
-        small, large = raw[kind][str(sizes[0])], raw[kind][str(sizes[-1])]
-        span = sizes[-1] - sizes[0]
-        out[kind] = {
-            "ms_per_step": (median(large["ms"]) - median(small["ms"])) / span,
-            "queries_per_step": (large["queries"] - small["queries"]) / span,
-        }
+        out[kind] = per_step(raw[kind])
     for kind in KINDS[1:]:
         out[kind]["ms_over_run"] = out[kind]["ms_per_step"] / out["run"]["ms_per_step"]
     own = out["compensation"]["ms_per_step"] - out["compensable"]["ms_per_step"]

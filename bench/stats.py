@@ -40,3 +40,15 @@ def timed_ms(fn: Callable[[], object]) -> float:
     started = time.perf_counter()
     fn()
     return (time.perf_counter() - started) * 1000
+
+
+def per_step(runs: dict[str, dict]) -> dict[str, float]:
+    """The marginal cost of one step: ``{size: {"ms": [...], "queries": n}}`` between the
+    smallest and the largest size (what a delivery costs beyond its fixed part)."""
+    sizes = sorted(int(size) for size in runs)
+    small, large = runs[str(sizes[0])], runs[str(sizes[-1])]
+    span = sizes[-1] - sizes[0]
+    return {
+        "ms_per_step": (median(large["ms"]) - median(small["ms"])) / span,
+        "queries_per_step": (large["queries"] - small["queries"]) / span,
+    }
