@@ -212,8 +212,7 @@ def test_an_idle_listener_closes_its_connection_and_the_next_caller_opens_it_aga
 def _connections() -> list[tuple]:
     """Every connection to this database: (application, state, query) of each."""
     return _sql(
-        "SELECT application_name, state, left(query, 60) FROM pg_stat_activity"
-        " WHERE datname = current_database()"
+        "SELECT application_name, state, left(query, 60) FROM pg_stat_activity WHERE datname = current_database()"
     )
 
 
