@@ -27,6 +27,10 @@ TASKS = (DELIVER, SWEEP, RUN_ITEM)
 # A publish never blocks its caller for long: one bounded retry. A message that cannot be
 # sent is not lost work (the row is committed); the sweep sends it again once overdue.
 _RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+# The tasks keep no result. Said in the message too: else a sender whose project has a result
+# backend subscribes to each sent task's result (Redis pub/sub), one subscription per start,
+# held for the life of the process, and one more round trip on every send.
+_OPTIONS = {"retry": True, "retry_policy": _RETRY_POLICY, "ignore_result": True}
 
 
 def send(task: str, args: tuple, queue: str) -> bool:
@@ -38,7 +42,7 @@ def send(task: str, args: tuple, queue: str) -> bool:
     from celery import current_app
 
     try:
-        current_app.send_task(task, args=args, queue=queue, retry=True, retry_policy=_RETRY_POLICY)
+        current_app.send_task(task, args=args, queue=queue, **_OPTIONS)
     except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
         logger.warning("could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True)
         return False
@@ -56,9 +60,7 @@ def send_many(task: str, args_list: list[tuple], queue: str) -> bool:
     try:
         with current_app.producer_or_acquire() as producer, _batch(producer):
             for args in args_list:
-                current_app.send_task(
-                    task, args=args, queue=queue, producer=producer, retry=True, retry_policy=_RETRY_POLICY
-                )
+                current_app.send_task(task, args=args, queue=queue, producer=producer, **_OPTIONS)
     except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
         logger.warning(
             "could not send all %d %s messages to queue %s; the sweep will resend those lost",
