@@ -1,8 +1,8 @@
 """The delivery hot path's statements, written by hand for PostgreSQL and SQLite.
 
 The ORM would need two round trips to claim (UPDATE, then SELECT) and compiles each
-query anew; a delivery is one claim, one journal read, one statement per live step and
-one outcome, so these few statements are kept here, once per database vendor.
+query anew; a delivery is one claim, one journal read (none on a first delivery: the claim
+says whether there are records), one statement per live step and one outcome, so these few statements are kept here, once per database vendor.
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ class Statements:
             f"AND ({ec('status')} IN ({anytime}) "
             f"OR ({ec('status')} IN ({when_due}) AND {ec('wake_at')} <= {now})) "
             f"AND ({ec('lease_token')} IS NULL OR {ec('lease_expires_at')} < {now}) "
-            f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, {now}"
+            f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, "
+            # Whether there is a journal to read: a first delivery skips that round trip.
+            f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"
         )
         # SQLite: timestamps as text, so that the driver's (regex) converter does not run on
         # every row of a long journal; aware() parses them with the C fromisoformat.
@@ -236,12 +238,13 @@ def _encode(value: Any, is_json: bool, adapt) -> Any:
     return adapt(value) if isinstance(value, datetime) else value
 
 
-def decode_claim(row: tuple) -> tuple[dict[str, Any], datetime]:
-    """The claimed execution's fields, and the database clock at the claim."""
-    fields = dict(zip(_CLAIM_RETURNS, row[:-1], strict=True))
+def decode_claim(row: tuple) -> tuple[dict[str, Any], bool, datetime]:
+    """The claimed execution's fields, whether it has step records, and the database clock
+    at the claim."""
+    fields = dict(zip(_CLAIM_RETURNS, row[:-2], strict=True))
     for name in ("params", "waiting_for", "cancel_requested"):
         fields[name] = _loads(fields[name])
-    return fields, aware(row[-1])
+    return fields, bool(row[-2]), aware(row[-1])
 
 
 class _ParsedOnRead:

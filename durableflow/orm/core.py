@@ -3,9 +3,9 @@
 The alias is the one the project's routers give for durableflow's models, so the tables can
 live in a second database. The hot path of a delivery (claim, journal read, fenced step
 insert, fenced outcome) runs hand-written statements (``durableflow.sql``): one UPDATE ...
-RETURNING to claim the lease and read the execution, one SELECT of its journal, one
-single-statement write per live step and one UPDATE for the outcome. Everything else goes
-through the ORM.
+RETURNING to claim the lease and read the execution, one SELECT of its journal (skipped
+while it has none), one single-statement write per live step and one UPDATE for the
+outcome. Everything else goes through the ORM.
 
 Concurrency: every conditional write is one statement whose WHERE clause carries the
 condition (the status, the lease token), so two writers racing for a row cannot both match;
@@ -212,9 +212,11 @@ class OrmCore:
         row = cursor.fetchone()
         if row is None:
             return None
-        execution, db_now = decode_claim(row)
-        cursor.execute(sql.journal_sql, {"id": execution_id})
-        records = {record.key: record for record in map(decode_record, cursor.fetchall())}
+        execution, journaled, db_now = decode_claim(row)
+        records = {}
+        if journaled:
+            cursor.execute(sql.journal_sql, {"id": execution_id})
+            records = {record.key: record for record in map(decode_record, cursor.fetchall())}
         return ClaimRow(execution, records, db_now)
 
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> Lease:
