@@ -27,8 +27,9 @@ def test_a_performed_effect_costs_five_single_statements(live_db, n):
     queries = _delivery_queries(n, uid("fx"))
 
     # Per step: begin (INSERT ... ON CONFLICT DO NOTHING), hold (a fenced UPDATE), settle
-    # (UPDATE), the watches read (SELECT), the step record (INSERT); plus claim, journal, outcome.
-    assert len(queries) == 5 * n + 3, queries
+    # (UPDATE), the watches read (SELECT), the step record (INSERT); plus claim and outcome (a
+    # first delivery reads no journal).
+    assert len(queries) == 5 * n + 2, queries
     assert sum(sql.startswith(f"INSERT INTO {EFFECT_TABLE}") for sql in queries) == n
     assert sum(sql.startswith(f"UPDATE {EFFECT_TABLE}") for sql in queries) == 2 * n
     assert not any("SAVEPOINT" in sql or sql.startswith(("BEGIN", "COMMIT")) for sql in queries)
@@ -40,6 +41,7 @@ def test_an_effect_settled_before_costs_three(live_db):
 
     queries = _delivery_queries(10, prefix)
 
-    # Per step: begin (an INSERT that changes nothing), the effect read, the step record.
-    assert len(queries) == 3 * 10 + 3, queries
+    # Per step: begin (an INSERT that changes nothing), the effect read, the step record; plus
+    # claim and outcome.
+    assert len(queries) == 3 * 10 + 2, queries
     assert not any(sql.startswith(f"UPDATE {EFFECT_TABLE}") for sql in queries)
