@@ -462,11 +462,12 @@ def test_fork_from_the_failed_step_runs_it_again(backend):
 def test_fork_refuses_a_step_the_journal_does_not_have(backend, step):
     execution_id = backend.start("sagas.abc", {})
     backend.run(execution_id)
+    pending = set(backend.storage.execution_ids(statuses=["pending"]))  # live tests may leave some
 
     with pytest.raises(WorkflowStartError) as refused:
         backend.fork(execution_id, from_step=step)
     assert refused.value.code == "UNKNOWN_STEP"
-    assert backend.storage.execution_ids(statuses=["pending"]) == []
+    assert set(backend.storage.execution_ids(statuses=["pending"])) == pending  # no fork was written
 
 
 def test_fork_refuses_an_execution_of_another_version(backend):
