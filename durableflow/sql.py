@@ -33,6 +33,13 @@ _CLAIM_RETURNS = (
 
 S = ExecutionStatus
 
+# The claim's transaction (only it: ``true`` makes the setting local to it) commits without
+# waiting for its WAL to reach the disk. Safe because nothing outside the delivery acts on a
+# claim: a claim lost with a crashed database server leaves the execution as it was (pending,
+# or under an expired lease), the delivery's next fenced write fails, and the sweep delivers it
+# again; any write the delivery commits afterwards waits for the disk, and with it the claim.
+_ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
+
 
 class Statements:
     """SQL for one database vendor. Times are the database's clock, shifted by an offset (tests).
@@ -85,6 +92,7 @@ class Statements:
             f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, "
             # Whether there is a journal to read: a first delivery skips that round trip.
             f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"
+            f"{_ASYNC_COMMIT if vendor == 'postgresql' else ''}"
         )
         # SQLite: timestamps as text, so that the driver's (regex) converter does not run on
         # every row of a long journal; aware() parses them with the C fromisoformat.
@@ -241,10 +249,11 @@ def _encode(value: Any, is_json: bool, adapt) -> Any:
 def decode_claim(row: tuple) -> tuple[dict[str, Any], bool, datetime]:
     """The claimed execution's fields, whether it has step records, and the database clock
     at the claim."""
-    fields = dict(zip(_CLAIM_RETURNS, row[:-2], strict=True))
+    count = len(_CLAIM_RETURNS)
+    fields = dict(zip(_CLAIM_RETURNS, row[:count], strict=True))
     for name in ("params", "waiting_for", "cancel_requested"):
         fields[name] = _loads(fields[name])
-    return fields, bool(row[-2]), aware(row[-1])
+    return fields, bool(row[count]), aware(row[count + 1])
 
 
 class _ParsedOnRead:

@@ -38,6 +38,23 @@ def test_a_run_step_costs_one_single_statement_write_and_no_reads(live_db, n):
     assert not connection.in_atomic_block
 
 
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
+
+
+def test_only_the_claim_commits_without_waiting_for_the_disk(live_db):
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite in WAL mode does not sync each commit")
+    before = _synchronous_commit()
+    queries = _delivery_queries(2)
+    # Local to the claim's transaction: the step records and the outcome wait for the disk.
+    assert "set_config('synchronous_commit', 'off', true)" in queries[0]
+    assert not any("synchronous_commit" in sql for sql in queries[1:])
+    assert _synchronous_commit() == before == "on"
+
+
 def test_a_later_delivery_reads_the_journal_once(live_db):
     execution = durableflow.start("t.wait-signal", queue="query-count")
     assert operations.deliver(execution.id) == "suspended"
