@@ -7,9 +7,12 @@ what may change (that is the engine's), it only picks the storage and the settin
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from typing import Any, Callable, Iterable
 
 from django.db import close_old_connections, connections
+from django.utils.dateparse import parse_duration
 
 from durableflow import dispatch, exceptions, waiting
 from durableflow.conf import df_settings
@@ -23,6 +26,8 @@ from durableflow.registry import WorkflowDefinition
 
 __all__ = [
     "engine",
+    "prune",
+    "parse_age",
     "engine_settings",
     "start",
     "start_many",
@@ -236,6 +241,37 @@ def run_item(execution_id: str, key: str) -> str:
 def sweep() -> dict[str, int]:
     """Wake due executions and re-send lost wake-ups (what beat runs every SWEEP_INTERVAL)."""
     return engine().sweep()
+
+
+def prune(older_than: timedelta | str | float, *, batch: int = 1000) -> int:
+    """Delete the executions that finished more than ``older_than`` ago, with their journals
+    (``Engine.prune``); return how many. ``older_than``: a ``timedelta``, seconds, or text:
+    ``"30d"``, ``"12h"``, ``"15m"``, ``"90s"``, ``"2w"`` or ISO 8601 (``"P30D"``)."""
+    return engine().prune(parse_age(older_than), batch=batch)
+
+
+_AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(value: timedelta | str | float) -> timedelta:
+    """``value`` as a ``timedelta`` (see ``prune``); ``ValueError`` with what is accepted."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    if isinstance(value, str) and value.strip():
+        text = value.strip().lower()
+        match = _AGE.fullmatch(text)
+        if match:
+            return timedelta(seconds=float(match[1]) * _AGE_UNITS[match[2]])
+        parsed = parse_duration(value.strip())
+        if parsed is not None and parsed >= timedelta(0):
+            return parsed
+    raise ValueError(
+        f"{value!r} is not an age: give a number with a unit (30d, 12h, 15m, 90s, 2w), seconds, "
+        "or an ISO 8601 duration (P30D)"
+    )
 
 
 def publish(execution_id: str, queue: str | None = None) -> bool:

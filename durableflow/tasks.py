@@ -29,6 +29,11 @@ def sweep() -> dict[str, int]:
     return operations.sweep()
 
 
+@shared_task(name=dispatch.PRUNE, ignore_result=True)
+def prune(older_than: str | float) -> int:
+    return operations.prune(older_than)
+
+
 @worker_process_shutdown.connect(weak=False)  # prefork pool processes
 @worker_shutdown.connect(weak=False)  # solo and threads pools: the heartbeat runs in the main process
 def _stop_heartbeat(**kwargs) -> None:

@@ -128,6 +128,13 @@ CELERY_BEAT_SCHEDULE = {
         # A sweep nobody ran within 10 s is dropped: the next one does the same work.
         "options": {"queue": "durableflow", "expires": 10},
     },
+    # Executions that finished more than 30 days ago go, with their journals.
+    "durableflow-prune": {
+        "task": dispatch.PRUNE,
+        "schedule": 3600.0,
+        "args": ["30d"],
+        "options": {"queue": "durableflow", "expires": 600},
+    },
 }
 
 # durableflow -----------------------------------------------------------------------------------

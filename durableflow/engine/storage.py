@@ -35,6 +35,11 @@ Executions
     ``mark_executions(ids, by_status)``  lock those of ``ids`` whose status is a key of ``by_status``, then give
                                          each the fields of its status: the (id, queue, status) of those changed
     ``execution_ids(*, parent_id=None, statuses=None)``
+    ``prunable(before, limit)``          ids of finished executions that ended before ``before`` (a datetime)
+                                         and that no unfinished execution waits for (a child waiter), at most
+                                         ``limit``
+    ``delete_finished(ids)``             lock those of ``ids`` still finished, then delete them with their journal,
+                                         waiters, signals, effect and store watches: how many were deleted
 
 A delivery (leases and the journal)
     ``claim(id, token, lease_seconds)``  compare-and-set the lease if the execution is claimable (status
@@ -232,6 +237,8 @@ class Storage(Protocol):
         self, ids: Iterable[str], by_status: dict[str, dict[str, Any]]
     ) -> list[tuple[str, str, str]]: ...
     def execution_ids(self, *, parent_id: str | None = None, statuses: Iterable[str] | None = None) -> list[str]: ...
+    def prunable(self, before: datetime, limit: int) -> list[str]: ...
+    def delete_finished(self, ids: list[str]) -> int: ...
 
     # A delivery
     def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None: ...

@@ -1,10 +1,10 @@
 """The verbs, written once over the storage protocol.
 
 ``Engine(storage, registry, settings)`` is everything that may change an execution's state:
-starting it, delivering it, steering it (cancel, retry, rerun, fork) and sweeping. The Python API
-(``durableflow.operations``), the Celery tasks, the admin, the REST API, management
-commands and the in-memory tester all call these same methods with the storage they use;
-the storages implement only ``durableflow.engine.storage.Storage``.
+starting it, delivering it, steering it (cancel, retry, rerun, fork), sweeping and pruning.
+The Python API (``durableflow.operations``), the Celery tasks, the admin, the REST API,
+management commands and the in-memory tester all call these same methods with the storage
+they use; the storages implement only ``durableflow.engine.storage.Storage``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
 from durableflow.engine.lineage import Lineage
+from durableflow.engine.pruning import Pruning
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
@@ -26,7 +27,7 @@ from durableflow.registry import Registry
 __all__ = ["Engine"]
 
 
-class Engine(Starts, Steering, Lineage, Sweeping, Effects, Stores, Waits, Items):
+class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):

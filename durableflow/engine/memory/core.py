@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from durableflow.engine.memory.clone import clone
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.states import DUE_ONLY, RUNNABLE, ExecutionStatus
+from durableflow.engine.states import DUE_ONLY, RUNNABLE, TERMINAL, ExecutionStatus
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
@@ -230,6 +230,39 @@ class MemoryCore:
                 for e in self.tables.executions.values()
                 if (parent_id is None or e.parent_id == parent_id) and (wanted is None or e.status in wanted)
             ]
+
+    def prunable(self, before: datetime, limit: int) -> list[str]:
+        with self.lock:
+            executions = self.tables.executions
+            awaited = {
+                w.target
+                for w in self.tables.waiters.values()
+                if w.kind == "child" and getattr(executions.get(w.execution_id), "status", None) not in TERMINAL
+            }
+            ids = [
+                e.id
+                for e in executions.values()
+                if e.status in TERMINAL and e.finished_at is not None and e.finished_at < before and e.id not in awaited
+            ]
+            return ids[:limit]
+
+    def delete_finished(self, ids: list[str]) -> int:
+        with self.lock:
+            tables = self.tables
+            gone = {pk for pk in ids if pk in tables.executions and tables.executions[pk].status in TERMINAL}
+            for pk in gone:
+                del tables.executions[pk]
+                tables.steps.pop(pk, None)
+            for execution in tables.executions.values():  # the parent link is set to null
+                if execution.parent_id in gone:
+                    execution.parent_id = None
+            tables.waiters = {k: w for k, w in tables.waiters.items() if w.execution_id not in gone}
+            tables.events = {k: e for k, e in tables.events.items() if e.execution_id not in gone}
+            for watches in tables.effect_watches.values():
+                for watch in [watch for watch in watches if watch[0] in gone]:
+                    del watches[watch]
+            tables.store_waiters = {k: w for k, w in tables.store_waiters.items() if k[0] not in gone}
+            return len(gone)
 
     def _set(self, execution: MemoryExecution, values: dict[str, Any]) -> None:
         unknown = set(values) - _EXECUTION_FIELDS
