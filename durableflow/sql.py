@@ -2,7 +2,8 @@
 
 The ORM would need two round trips to claim (UPDATE, then SELECT) and compiles each
 query anew; a delivery is one claim, one journal read (none on a first delivery: the claim
-says whether there are records), one statement per live step and one outcome, so these few statements are kept here, once per database vendor.
+says whether there are records), one statement per live step and one outcome, so these few
+statements are kept here, once per database vendor.
 """
 
 from __future__ import annotations

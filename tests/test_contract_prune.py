@@ -91,6 +91,8 @@ def test_a_finished_child_is_kept_while_its_unfinished_parent_waits_for_it(backe
     backend.advance(AGE.total_seconds() + 60)
 
     assert backend.engine.prune(AGE) == 0  # the parent reads the child's outcome when it replays
+    with backend.storage.atomic():
+        assert backend.storage.delete_finished([child]) == 0  # asked for by name, still kept
 
     assert backend.run(parent).result == 2
     backend.advance(AGE.total_seconds() + 60)

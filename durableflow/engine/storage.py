@@ -38,8 +38,9 @@ Executions
     ``prunable(before, limit)``          ids of finished executions that ended before ``before`` (a datetime)
                                          and that no unfinished execution waits for (a child waiter), at most
                                          ``limit``
-    ``delete_finished(ids)``             lock those of ``ids`` still finished, then delete them with their journal,
-                                         waiters, signals, effect and store watches: how many were deleted
+    ``delete_finished(ids)``             lock those of ``ids`` still prunable (as above, whenever they ended), then
+                                         delete them with their journal, waiters, signals, effect and store
+                                         watches: how many were deleted
 
 A delivery (leases and the journal)
     ``claim(id, token, lease_seconds)``  compare-and-set the lease if the execution is claimable (status

@@ -28,7 +28,7 @@ from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 from durableflow.leases import Lease, keeper
-from durableflow.models import Execution, StepRecord
+from durableflow.models import Execution, StepRecord, Waiter
 from durableflow.sql import aware, decode_claim, decode_record, statements
 from durableflow.sql import cursor as sql_cursor
 
@@ -204,28 +204,28 @@ class OrmCore:
             rows = rows.filter(status__in=list(statuses))
         return list(rows.values_list("pk", flat=True))
 
-    def prunable(self, before: datetime, limit: int) -> list[str]:
-        from durableflow.models import Waiter
-
-        # A finished execution that an unfinished one waits for is kept: that waiter reads
-        # its outcome when it replays.
+    def _prunable(self):
+        # Finished, and no unfinished execution waits for it (that waiter reads its outcome
+        # when it replays).
         awaited = Waiter.objects.using(self.alias).filter(kind="child", target=OuterRef("pk"))
-        rows = (
+        return (
             self._executions()
-            .filter(status__in=list(TERMINAL), finished_at__lt=before)
+            .filter(status__in=list(TERMINAL))
             .exclude(Exists(awaited.exclude(execution__status__in=list(TERMINAL))))
             .order_by()
         )
-        return list(rows.values_list("pk", flat=True)[:limit])
+
+    def prunable(self, before: datetime, limit: int) -> list[str]:
+        return list(self._prunable().filter(finished_at__lt=before).values_list("pk", flat=True)[:limit])
 
     def delete_finished(self, ids: list[str]) -> int:
         deleted = 0
         with transaction.atomic(using=self.alias):
             for start in range(0, len(ids), _IN_BATCH):
-                rows = self._executions().filter(pk__in=ids[start : start + _IN_BATCH], status__in=list(TERMINAL))
+                rows = self._prunable().filter(pk__in=ids[start : start + _IN_BATCH])
                 # Locked first: a retry() racing with this either comes before (the row is not
                 # finished any more, and stays) or waits for the delete.
-                locked = list(rows.order_by().select_for_update().values_list("pk", flat=True))
+                locked = list(rows.select_for_update().values_list("pk", flat=True))
                 if locked:
                     # The ORM's delete cascades to the journal, waiters, signals and watches.
                     self._executions().filter(pk__in=locked).delete()

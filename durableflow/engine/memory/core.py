@@ -231,25 +231,25 @@ class MemoryCore:
                 if (parent_id is None or e.parent_id == parent_id) and (wanted is None or e.status in wanted)
             ]
 
+    def _prunable(self) -> set[str]:
+        executions = self.tables.executions
+        awaited = {
+            w.target
+            for w in self.tables.waiters.values()
+            if w.kind == "child" and getattr(executions.get(w.execution_id), "status", None) not in TERMINAL
+        }
+        return {e.id for e in executions.values() if e.status in TERMINAL and e.id not in awaited}
+
     def prunable(self, before: datetime, limit: int) -> list[str]:
         with self.lock:
-            executions = self.tables.executions
-            awaited = {
-                w.target
-                for w in self.tables.waiters.values()
-                if w.kind == "child" and getattr(executions.get(w.execution_id), "status", None) not in TERMINAL
-            }
-            ids = [
-                e.id
-                for e in executions.values()
-                if e.status in TERMINAL and e.finished_at is not None and e.finished_at < before and e.id not in awaited
-            ]
-            return ids[:limit]
+            candidates = self._prunable()
+            executions = self.tables.executions.values()
+            return [e.id for e in executions if e.id in candidates and e.finished_at and e.finished_at < before][:limit]
 
     def delete_finished(self, ids: list[str]) -> int:
         with self.lock:
             tables = self.tables
-            gone = {pk for pk in ids if pk in tables.executions and tables.executions[pk].status in TERMINAL}
+            gone = self._prunable() & set(ids)
             for pk in gone:
                 del tables.executions[pk]
                 tables.steps.pop(pk, None)
