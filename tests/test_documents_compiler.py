@@ -79,7 +79,9 @@ def test_the_cycle_is_named_in_the_message():
 
 def test_the_10000_state_document_compiles_in_under_100_ms():
     document = corpus.chain(10_000)
-    best = min(_timed(lambda: compile_(document)) for _ in range(3))
+    # CPU time, the best of five: a busy neighbour on the other core (the suite's workers, a
+    # second job) slows every instruction of this one (about 45 ms alone, 106 ms seen so).
+    best = min(_timed(lambda: compile_(document)) for _ in range(5))
     assert best < 0.1, f"{best * 1000:.1f} ms"
 
 
