@@ -260,12 +260,12 @@ def parse_age(value: timedelta | str | float) -> timedelta:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return timedelta(seconds=value)
-    if isinstance(value, str) and value.strip():
-        text = value.strip().lower()
-        match = _AGE.fullmatch(text)
+    text = value.strip() if isinstance(value, str) else ""
+    if text:
+        match = _AGE.fullmatch(text.lower())
         if match:
             return timedelta(seconds=float(match[1]) * _AGE_UNITS[match[2]])
-        parsed = parse_duration(value.strip())
+        parsed = parse_duration(text)
         if parsed is not None and parsed >= timedelta(0):
             return parsed
     raise ValueError(
