@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +15,8 @@ from hypothesis import strategies as st
 from durableflow import DocumentError, exceptions
 from durableflow.documents import compile_document
 from tests import document_corpus as corpus
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def compile_(document):
@@ -77,11 +82,29 @@ def test_the_cycle_is_named_in_the_message():
         compile_(document)
 
 
+_COMPILE_10000 = """
+import time
+from durableflow.documents import compile_document
+from tests import document_corpus as corpus
+document = corpus.chain(10_000)
+times = []
+for _ in range(5):
+    started = time.process_time()
+    compile_document(document, has_task=corpus.has_task)
+    times.append(time.process_time() - started)
+print(min(times))
+"""
+
+
 def test_the_10000_state_document_compiles_in_under_100_ms():
-    document = corpus.chain(10_000)
-    # CPU time, the best of five: a busy neighbour on the other core (the suite's workers, a
-    # second job) slows every instruction of this one (about 45 ms alone, 106 ms seen so).
-    best = min(_timed(lambda: compile_(document)) for _ in range(5))
+    # CPU time, the best of five, in a fresh interpreter: inside this one, after a thousand
+    # tests, the same compile takes about twice as long (a larger heap to allocate in), and a
+    # busy neighbour on the other core (the suite's workers) slows every instruction again.
+    # Alone it takes about 45 ms.
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE_10000], capture_output=True, text=True, check=True, cwd=ROOT, timeout=120
+    )
+    best = float(out.stdout.strip())
     assert best < 0.1, f"{best * 1000:.1f} ms"
 
 
