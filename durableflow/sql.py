@@ -217,6 +217,10 @@ class ExecutionInsert:
     def sql(self, rows: int) -> str:
         return self._head + ", ".join([self._row] * rows) + self._tail
 
+    def numbered_sql(self) -> str:
+        """The INSERT of one row with PostgreSQL's own placeholders (``$1``...), for libpq."""
+        return self._head + "(" + ", ".join(f"${n}" for n in range(1, self.width + 1)) + ")" + self._tail
+
     def params(self, rows: list[dict[str, Any]], adapt) -> list[Any]:
         """The statement's parameters for ``rows`` (dicts with at least the ``columns``)."""
         params: list[Any] = []

@@ -58,8 +58,7 @@ def run(
     """
     try:
         claim = journal.claim()
-        if claim is None:
-            logger.info("delivery skipped: execution %s is not runnable or is leased", journal.execution_id)
+        if claim is None:  # the caller (``Engine.deliver``) logs it
             return SKIPPED
         outcome = _replay(claim, journal, registry, settings or EngineSettings(), engine)
         outcome = journal.finish(outcome)

@@ -139,10 +139,15 @@ class Starts:
             max_payload_bytes=self.settings.max_payload_bytes,
         )
         queue = queue or self.settings.default_queue
-        execution = self.storage.create_execution(_fields(request, queue, parent_id, root_id))
+        fields = _fields(request, queue, parent_id, root_id)
+        if request.named or request.idempotency_key is not None:  # may be a repeat: no message for it
+            execution = self.storage.create_execution(fields)
+            if execution is not None:
+                self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
+        else:  # a new id: its delivery may be sent while the row is written
+            execution = self.storage.create_and_enqueue(fields, dispatch.DELIVER, (request.execution_id,), queue)
         if execution is None:
             return self._repeated(request), False
-        self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
         return execution, True
 
     def start_many(

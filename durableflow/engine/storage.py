@@ -22,6 +22,11 @@ Transactions, clock and outbox
 Executions
     ``create_execution(fields)``         insert; ``None`` if its id or (workflow, idempotency key) is taken,
                                          without breaking the caller's transaction
+    ``create_and_enqueue(fields, task, args, queue)``
+                                         ``create_execution``, then ``enqueue`` for the new row; the message
+                                         may leave before the row is committed, and even when nothing was
+                                         inserted (callers give a fresh id): its delivery may find no row yet
+    ``early_deliveries``                 whether a delivery may arrive before its row (a property)
     ``create_executions(fields_list)``   insert many (each dict with the same fields) in one statement where
                                          possible: a list in the same order, ``None`` where the id or key is taken
     ``get_execution(id, fields=None)``   the row, or ``None``; ``fields`` names the only columns the caller
@@ -225,6 +230,9 @@ class Storage(Protocol):
 
     # Executions
     def create_execution(self, fields: dict[str, Any]) -> Any | None: ...
+    def create_and_enqueue(self, fields: dict[str, Any], task: str, args: tuple, queue: str) -> Any | None: ...
+    @property
+    def early_deliveries(self) -> bool: ...
     def create_executions(self, fields_list: list[dict[str, Any]]) -> list[Any | None]: ...
     def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> Any | None: ...
     def find_execution(self, workflow: str, idempotency_key: str) -> Any | None: ...

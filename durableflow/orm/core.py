@@ -29,6 +29,7 @@ from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 from durableflow.leases import Lease, keeper
 from durableflow.models import Execution, StepRecord, Waiter
+from durableflow.orm import overlap
 from durableflow.sql import aware, decode_claim, decode_record, statements
 from durableflow.sql import cursor as sql_cursor
 
@@ -117,6 +118,26 @@ class OrmCore:
 
     def create_execution(self, values: dict[str, Any]) -> Execution | None:
         return self.create_executions([values])[0]
+
+    def create_and_enqueue(self, values: dict[str, Any], task: str, args: tuple, queue: str) -> Execution | None:
+        # On PostgreSQL outside a transaction, the message is published while the INSERT
+        # commits (``durableflow.orm.overlap``); anywhere else, once the row is written.
+        connection = self.connection
+        if not overlap.possible(connection):
+            execution = self.create_execution(values)
+            if execution is not None:
+                self.enqueue(task, args, queue)
+            return execution
+        sql, _ = self._sql()
+        names = tuple(name for name, value in values.items() if value is not NOW)
+        insert = sql.execution_insert(names, tuple(name for name in values if values[name] is NOW))
+        params = insert.params([values], connection.ops.adapt_datetimefield_value)
+        rows = overlap.run(connection, insert.numbered_sql(), params, lambda: dispatch.send(task, args, queue))
+        return insert.instance(self.alias, values, rows[0][1:]) if rows else None
+
+    @property
+    def early_deliveries(self) -> bool:
+        return self.connection.vendor == "postgresql"
 
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[Execution | None]:
         # One hand-written INSERT ... ON CONFLICT DO NOTHING per batch: a taken id or key

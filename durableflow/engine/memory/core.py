@@ -173,6 +173,19 @@ class MemoryCore:
             self.tables.steps[execution.id] = {}
             return clone(execution)
 
+    def create_and_enqueue(
+        self, values: dict[str, Any], task: str, args: tuple, queue: str
+    ) -> MemoryExecution | None:
+        with self.lock:
+            execution = self.create_execution(values)
+            if execution is not None:
+                self.enqueue(task, args, queue)
+            return execution
+
+    @property
+    def early_deliveries(self) -> bool:
+        return False  # its messages go to the outbox once the row is there
+
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[MemoryExecution | None]:
         with self.lock:
             return [self.create_execution(values) for values in values_list]
