@@ -132,7 +132,7 @@ class OrmCore:
         names = tuple(name for name, value in values.items() if value is not NOW)
         insert = sql.execution_insert(names, tuple(name for name in values if values[name] is NOW))
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
-        rows = overlap.run(connection, insert.numbered_sql(), params, lambda: dispatch.send(task, args, queue))
+        rows = overlap.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
         return insert.instance(self.alias, values, rows[0][1:]) if rows else None
 
     @property
