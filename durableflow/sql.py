@@ -213,13 +213,14 @@ class ExecutionInsert:
             "VALUES "
         )
         self._tail = f" ON CONFLICT DO NOTHING RETURNING {', '.join(ec(name) for name in ('id', *self.returned))}"
+        self._numbered = self._head + "(" + ", ".join(f"${n}" for n in range(1, self.width + 1)) + ")" + self._tail
 
     def sql(self, rows: int) -> str:
         return self._head + ", ".join([self._row] * rows) + self._tail
 
     def numbered_sql(self) -> str:
         """The INSERT of one row with PostgreSQL's own placeholders (``$1``...), for libpq."""
-        return self._head + "(" + ", ".join(f"${n}" for n in range(1, self.width + 1)) + ")" + self._tail
+        return self._numbered
 
     def params(self, rows: list[dict[str, Any]], adapt) -> list[Any]:
         """The statement's parameters for ``rows`` (dicts with at least the ``columns``)."""

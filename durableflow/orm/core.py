@@ -128,9 +128,7 @@ class OrmCore:
             if execution is not None:
                 self.enqueue(task, args, queue)
             return execution
-        sql, _ = self._sql()
-        names = tuple(name for name, value in values.items() if value is not NOW)
-        insert = sql.execution_insert(names, tuple(name for name in values if values[name] is NOW))
+        insert, _ = self._execution_insert(values)
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
         rows = overlap.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
         return insert.instance(self.alias, values, rows[0][1:]) if rows else None
@@ -145,10 +143,7 @@ class OrmCore:
         # outside a transaction, a single batch is its own (autocommitted) transaction.
         if not values_list:
             return []
-        first = values_list[0]
-        names = tuple(name for name, value in first.items() if value is not NOW)
-        sql, cursor = self._sql()
-        insert = sql.execution_insert(names, tuple(name for name in first if first[name] is NOW))
+        insert, cursor = self._execution_insert(values_list[0])
         adapt = self.connection.ops.adapt_datetimefield_value
         size = max(1, (self.connection.features.max_query_params or _MAX_PARAMS) // insert.width)
         inserted: dict[str, tuple] = {}
@@ -161,6 +156,13 @@ class OrmCore:
             None if (returned := inserted.get(values["id"])) is None else insert.instance(self.alias, values, returned)
             for values in values_list
         ]
+
+    def _execution_insert(self, values: dict[str, Any]):
+        """The INSERT for executions with ``values``' fields (those given as ``NOW`` left to the
+        database), and the storage's cursor."""
+        sql, cursor = self._sql()
+        names = tuple(name for name, value in values.items() if value is not NOW)
+        return sql.execution_insert(names, tuple(name for name in values if values[name] is NOW)), cursor
 
     def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> Execution | None:
         # Every verb and every wait reads the row by id: the ORM's SELECT, compiled once per

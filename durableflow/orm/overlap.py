@@ -62,6 +62,8 @@ def run(connection, sql: str, params: list[Any], meanwhile: Callable[[], Any]) -
 
 
 def _flush(pgconn) -> None:
+    if not pgconn.flush():  # a start's INSERT: sent whole at once
+        return
     with selectors.DefaultSelector() as selector:
         selector.register(pgconn.socket, selectors.EVENT_WRITE)
         while pgconn.flush():
