@@ -40,6 +40,10 @@ DEFAULTS: dict[str, Any] = {
     # again: on PostgreSQL the finishing transaction's notification wakes it at once, and this is
     # the safety net; on SQLite the poll backs off from 2 ms up to it.
     "RESULT_RECHECK_SECONDS": 1.0,
+    # PostgreSQL: the server parses and plans a delivery's statements (claim, journal read, step
+    # write, outcome) once per connection. False behind a pooler that does not carry prepared
+    # statements from one transaction to the next (PgBouncer in transaction mode before 1.21).
+    "PREPARED_STATEMENTS": True,
 }
 
 
@@ -89,6 +93,10 @@ class Settings:
             if not all(isinstance(name, str) for name in value):
                 raise ImproperlyConfigured("DURABLEFLOW['API_WORKFLOWS'] must hold workflow names (strings)")
             return frozenset(value)
+        if name == "PREPARED_STATEMENTS":
+            if not isinstance(value, bool):
+                raise ImproperlyConfigured(f"DURABLEFLOW['PREPARED_STATEMENTS'] must be True or False, not {value!r}")
+            return value
         if name in (
             "LEASE_SECONDS",
             "SWEEP_INTERVAL",

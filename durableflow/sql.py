@@ -12,6 +12,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils.dateparse import parse_datetime
 
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
@@ -361,18 +362,63 @@ def statements(connection) -> Statements:
     return _statements[key]
 
 
-def cursor(connection):
-    """A cursor for these statements: on PostgreSQL one that binds on the server, so psycopg
-    prepares each statement after a few uses and the server parses and plans it once per
-    connection (about a third of a step's cost otherwise). Wrapped by the connection's public
-    ``make_cursor`` / ``make_debug_cursor``, as ``connection.cursor()`` wraps its own, so that errors are translated and
-    query logging (``CaptureQueriesContext``, debug) still sees it.
+def cursor(connection, *, prepare: bool = True):
+    """A cursor for these statements, wrapped by the connection's public ``make_cursor`` /
+    ``make_debug_cursor`` as ``connection.cursor()`` wraps its own, so that errors are translated
+    and query logging (``CaptureQueriesContext``, debug) still sees it.
+
+    On PostgreSQL it binds on the server and, with ``prepare``, prepares what it runs: the server
+    parses and plans each statement once per connection instead of on every call (about half of
+    a claim's cost, a third of a step's). Django connects with ``prepare_threshold=None``
+    (psycopg never prepares on its own), so this cursor asks for it on each ``execute``; psycopg
+    keeps the prepared statements per connection (at most ``prepared_max``, 100 by default).
+    ``prepare=False``: statements run once or rarely (a multi-row INSERT of a given size), and
+    projects whose pooler does not carry prepared statements (``PREPARED_STATEMENTS``).
     """
     if connection.vendor != "postgresql":
         return connection.cursor()
-    import psycopg
-
     connection.ensure_connection()
     connection.validate_thread_sharing()
-    raw = psycopg.Cursor(connection.connection)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    pg = connection.connection
+    if prepare and pg.prepare_threshold is None:
+        # Django's "never": psycopg then refuses even an explicit prepare. A threshold no
+        # statement reaches keeps Django's own queries unprepared and lets these ask for it.
+        pg.prepare_threshold = _ONLY_WHEN_ASKED
+    raw = (_preparing_cursor() if prepare else _plain_cursor())(pg)
+    if not connection.queries_logged:
+        return connection.make_cursor(raw)
+    return _StatementLogged(raw, connection) if prepare else connection.make_debug_cursor(raw)
+
+
+class _StatementLogged(CursorDebugWrapper):
+    """Logs each statement as written. Django's ``last_executed_query`` reads the text psycopg
+    keeps of an unprepared execution; of a prepared one it keeps none (it would log ``None``)."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
+def _plain_cursor():
+    import psycopg
+
+    return psycopg.Cursor
+
+
+_PREPARING = None
+_ONLY_WHEN_ASKED = 2**62
+
+
+def _preparing_cursor():
+    global _PREPARING
+    if _PREPARING is None:
+        import psycopg
+
+        class PreparingCursor(psycopg.Cursor):
+            """A server-binding cursor whose ``execute`` prepares unless told otherwise."""
+
+            def execute(self, query, params=None, *, prepare=None, binary=None):
+                return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+        _PREPARING = PreparingCursor
+    return _PREPARING

@@ -27,6 +27,9 @@ def test_unknown_and_invalid_settings_are_errors():
     with override_settings(DURABLEFLOW={"LEASE_SECONDS": 0}):
         with pytest.raises(ImproperlyConfigured, match="positive"):
             _ = df_settings.LEASE_SECONDS
+    with override_settings(DURABLEFLOW={"PREPARED_STATEMENTS": "yes"}):
+        with pytest.raises(ImproperlyConfigured, match="True or False"):
+            _ = df_settings.PREPARED_STATEMENTS
 
 
 def test_a_missing_sweep_is_reported():

@@ -24,6 +24,7 @@ from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef
 from django.db.models.functions import Now
 
 from durableflow import dispatch
+from durableflow.conf import df_settings
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
@@ -81,7 +82,7 @@ class OrmCore:
             or connection.connection is None
             or self._cursor.cursor.connection is not connection.connection
         ):
-            self._cursor = sql_cursor(connection)
+            self._cursor = sql_cursor(connection, prepare=df_settings.PREPARED_STATEMENTS)
         return statements(connection), self._cursor
 
     def _values(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +147,8 @@ class OrmCore:
         insert, cursor = self._execution_insert(values_list[0])
         adapt = self.connection.ops.adapt_datetimefield_value
         size = max(1, (self.connection.features.max_query_params or _MAX_PARAMS) // insert.width)
+        if len(values_list) > 1:  # an INSERT of that many rows is not worth preparing
+            cursor = sql_cursor(self.connection, prepare=False)
         inserted: dict[str, tuple] = {}
         with nullcontext() if len(values_list) <= size else transaction.atomic(using=self.alias, savepoint=False):
             for start in range(0, len(values_list), size):
