@@ -163,8 +163,9 @@ def complete_token(token: str, payload: Any = None) -> int:
 def result(execution_id: str, timeout: float | None = None) -> Any:
     """Block until the execution finishes and return its result.
 
-    Woken by the finishing transaction's notification on PostgreSQL, re-reading the database
-    at least every ``RESULT_RECHECK_SECONDS`` (see ``durableflow.waiting``). A run that
+    Woken by the finishing transaction's notification on PostgreSQL, which carries the outcome
+    (no read after the wake-up unless it was too large to carry), re-reading the database at
+    least every ``RESULT_RECHECK_SECONDS`` (see ``durableflow.waiting``). A run that
     continued as new answers with the result of the one that carries it on. Raises
     ``ExecutionFailed`` if it ended without completing, ``WaitTimeout`` after ``timeout``
     seconds, ``ExecutionNotFound`` for an unknown id.
@@ -187,15 +188,23 @@ def wait_finished(execution_id: str, timeout: float | None) -> Execution:
 
 def _wait(verbs: Engine, execution_id: str, timeout: float | None, *, follow: bool) -> Execution:
     """The one way to wait for an execution's end (``durableflow.waiting.until``)."""
+    alias = db_alias()
     return waiting.until(
         execution_id,
         (lambda: verbs.final(verbs.get(execution_id, OUTCOME_FIELDS))) if follow else (lambda: verbs.get(execution_id)),
         lambda execution: execution.status in TERMINAL,
         lambda execution: execution.id,
         timeout,
-        alias=db_alias(),
+        alias=alias,
         recheck=df_settings.RESULT_RECHECK_SECONDS,
+        # The outcome a notification carried is what a read would return: no read after the wake.
+        notice=(lambda fields: verbs.final(_announced(alias, fields))) if follow else None,
     )
+
+
+def _announced(alias: str, fields: dict[str, Any]) -> Execution:
+    """The execution as its finishing transaction announced it (``OUTCOME_FIELDS``; the rest deferred)."""
+    return Execution.from_db(alias, list(OUTCOME_FIELDS), [fields[name] for name in OUTCOME_FIELDS])
 
 
 # Workflow documents -------------------------------------------------------------------------

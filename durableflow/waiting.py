@@ -2,10 +2,13 @@
 
 ``result()``, the REST API's long poll (``GET executions/{id}/?wait=``) and anything else that
 blocks on an execution's end call ``until_finished``. On PostgreSQL the transaction that
-finishes an execution notifies (a trigger on the execution table, migration
-``0009_finish_notify``: ``pg_notify('durableflow_finished', id)``, delivered only if it
-commits). One thread per process listens on its own connection and wakes the callers waiting
-for that id; a caller re-reads the database when woken and at the latest every
+finishes an execution notifies (a trigger on the execution table, migrations
+``0009_finish_notify`` and ``0011_finish_notice``: ``pg_notify('durableflow_finished', ...)``,
+delivered only if it commits) with the outcome as committed: the id, status, result, error and
+``continued_as`` (or the id alone for an outcome of 8,000 bytes or more). One thread per process
+listens on its own connection and wakes the callers waiting for that id, handing them the
+outcome: a caller that can answer from it (``result()``) does not read the row again; any other
+re-reads the database when woken. Every caller re-reads at the latest every
 ``RESULT_RECHECK_SECONDS``, so a lost notification (the listening connection killed, a pooler
 that does not carry ``LISTEN``) costs at most that interval, never the answer. The listener
 closes its connection when nobody has waited for a while, and opens it again on demand.
@@ -19,6 +22,7 @@ open before each wait: hundreds of waiting threads hold one listening connection
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -28,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 from django.db import connections
 
-__all__ = ["CHANNEL", "Listener", "listener", "stop_listening", "until"]
+__all__ = ["CHANNEL", "Listener", "Wake", "listener", "read_notice", "stop_listening", "until"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,25 @@ FIRST_POLL = 0.002
 BACKOFF = 1.5
 # The listener closes its connection after this long without a waiting caller.
 IDLE_SECONDS = 30.0
+
+
+class Wake(threading.Event):
+    """A waiter's event, and the outcomes notified for the ids it watches (``id -> fields``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notices: dict[str, dict[str, Any]] = {}
+
+
+def read_notice(payload: str) -> tuple[str, dict[str, Any] | None]:
+    """The id a notification names, and the outcome fields it carries (``None``: the id alone)."""
+    try:
+        notice = json.loads(payload)
+    except ValueError:
+        notice = None
+    if not isinstance(notice, dict) or not isinstance(notice.get("id"), str):
+        return payload, None  # an id as the payload (the trigger before migration 0011)
+    return notice["id"], notice if "status" in notice else None
 
 
 class Listener:
@@ -52,7 +75,7 @@ class Listener:
     def __init__(self, alias: str) -> None:
         self.alias = alias
         self._lock = threading.Lock()
-        self._waiters: dict[str, set[threading.Event]] = {}
+        self._waiters: dict[str, set[Wake]] = {}
         self._thread: threading.Thread | None = None
         self._listening = threading.Event()
         self._stop = threading.Event()  # the current thread's
@@ -63,12 +86,13 @@ class Listener:
     # Waiters -----------------------------------------------------------------------------
 
     @contextmanager
-    def waiter(self) -> Iterator[Callable[[str], threading.Event]]:
-        """``watch(id) -> Event``, set when ``id`` is notified (or the listener reconnects)."""
-        event = threading.Event()
+    def waiter(self) -> Iterator[Callable[[str], Wake]]:
+        """``watch(id) -> Wake``, set when ``id`` is notified (its ``notices[id]``: the outcome
+        notified) or the listener reconnects."""
+        event = Wake()
         watched: set[str] = set()
 
-        def watch(execution_id: str) -> threading.Event:
+        def watch(execution_id: str) -> Wake:
             with self._lock:
                 if execution_id not in watched:
                     watched.add(execution_id)
@@ -92,13 +116,15 @@ class Listener:
         with self._lock:
             return len({event for events in self._waiters.values() for event in events})
 
-    def _wake(self, execution_id: str | None) -> None:
+    def _wake(self, execution_id: str | None, notice: dict[str, Any] | None = None) -> None:
         with self._lock:
             if execution_id is None:
                 events = {event for events in self._waiters.values() for event in events}
             else:
                 events = set(self._waiters.get(execution_id, ()))
         for event in events:
+            if notice is not None:
+                event.notices[execution_id] = notice  # before set(): the woken thread finds it
             event.set()
         if events and execution_id is not None:
             self.notified += 1
@@ -128,7 +154,7 @@ class Listener:
                     delay = 0.1
                     while not stop.is_set():
                         for notify in connection.notifies(timeout=1.0):
-                            self._wake(notify.payload)
+                            self._wake(*read_notice(notify.payload))
                         if self.waiting():
                             idle_since = time.monotonic()
                         elif time.monotonic() - idle_since > IDLE_SECONDS:
@@ -232,11 +258,14 @@ def until(
     *,
     alias: str,
     recheck: float,
+    notice: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Any:
     """Call ``read()`` until ``finished(value)`` or ``timeout`` seconds passed; return the last value.
 
     ``key(value)`` names the execution whose end is awaited (a run that continued as new is
     carried on by another). Woken by the listener on PostgreSQL; an adaptive poll elsewhere.
+    ``notice(fields)``: the value that a notification's outcome fields stand for, used instead
+    of ``read()`` after a wake-up that carried them.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     connection = connections[alias]
@@ -248,9 +277,10 @@ def until(
         watching = execution_id
         woken = watch(watching)  # before the first read: a notification after it is not lost
         interval = recheck if notifying else FIRST_POLL
+        noticed = None
         while True:
             woken.clear()  # before the read, for the same reason
-            value = read()
+            value = read() if noticed is None else notice(noticed)
             if finished(value):
                 return value
             if key(value) != watching:  # carried on by another execution: watch it, read again
@@ -263,12 +293,13 @@ def until(
             if borrowed:
                 connection.close()
             woken.wait(interval if remaining is None else min(interval, remaining))
+            noticed = None if notice is None else woken.notices.pop(watching, None)
             if not notifying:
                 interval = min(interval * BACKOFF, recheck)
 
 
 @contextmanager
-def _no_waiter() -> Iterator[Callable[[str], threading.Event]]:
+def _no_waiter() -> Iterator[Callable[[str], Wake]]:
     """A waiter that is never woken: the caller polls."""
-    event = threading.Event()
+    event = Wake()
     yield lambda execution_id: event

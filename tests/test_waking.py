@@ -15,10 +15,12 @@ import time
 import pytest
 from django.db import connections
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 import durableflow
 from durableflow import exceptions, operations, waiting
 from durableflow.engine.states import TERMINAL
+from durableflow.engine.steering import OUTCOME_FIELDS
 from durableflow.orm import db_alias
 from tests.helpers import uid, wait_for
 
@@ -90,6 +92,12 @@ def test_the_migration_notifies_for_exactly_the_terminal_statuses():
     assert set(migration.TERMINAL) == set(TERMINAL)
 
 
+def test_the_notification_carries_exactly_what_result_reads():
+    migration = importlib.import_module("durableflow.migrations.0011_finish_notice")
+
+    assert migration.FIELDS == OUTCOME_FIELDS
+
+
 def test_a_started_run_is_returned_to_a_caller_waiting_before_it_finished(cluster, live_db):
     """Real worker, woken path: the run waits for a signal while the caller waits for the run."""
     execution = durableflow.start("t.wait-signal")
@@ -129,6 +137,86 @@ def test_without_the_notification_the_recheck_returns_the_result(postgres):
     # It waited at most one re-check interval (1 s by default) after the cancel, plus slack
     # for a loaded machine.
     assert caller.seconds is not None and caller.seconds < 1.0 + 10
+
+
+def _finish_once_waiting(execution_id: str, waiting_before: int) -> threading.Thread:
+    """Deliver ``execution_id`` here (in a thread of its own) once one more caller waits."""
+
+    def finish() -> None:
+        try:
+            wait_for(lambda: _listener().waiting() > waiting_before, timeout=30, what="the caller to wait")
+            operations.deliver(execution_id)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=finish, daemon=True)
+    thread.start()
+    return thread
+
+
+def _reads_of(execution_id: str, queries: list[dict]) -> int:
+    return sum(1 for query in queries if query["sql"].startswith("SELECT") and execution_id in str(query))
+
+
+@pytest.mark.parametrize("size", [10, 9000])
+def test_a_woken_result_answers_from_the_notification_when_the_outcome_fits_in_it(postgres, size):
+    """The payload carries the outcome (id, status, result, error, continued_as) when it is
+    under PostgreSQL's 8,000 bytes: the woken caller then reads nothing more. A larger one is
+    announced by id, and the caller reads it."""
+    params = {"text": "x" * size}
+    execution = durableflow.start("t.return-params", params, queue=NOBODY)
+    connection = connections[db_alias()]
+    notified = _listener().notified
+    with override_settings(DURABLEFLOW={"RESULT_RECHECK_SECONDS": 3600}):
+        finisher = _finish_once_waiting(execution.id, _listener().waiting())
+        with CaptureQueriesContext(connection) as captured:
+            value = durableflow.result(execution.id, timeout=60)
+        finisher.join(timeout=60)
+
+    assert value == params
+    assert _listener().notified > notified  # woken by the notification, not the hour's re-check
+    # The read before waiting, and one after the wake only if the outcome did not fit.
+    assert _reads_of(execution.id, captured.captured_queries) == (1 if size < 8000 else 2)
+
+
+def test_the_notification_payload_is_the_committed_outcome(postgres):
+    import psycopg
+
+    small = durableflow.start("t.ping", queue=NOBODY)
+    large = durableflow.start("t.return-params", {"text": "y" * 9000}, queue=NOBODY)
+    params = connections[db_alias()].get_connection_params()
+    for name in ("cursor_factory", "context"):
+        params.pop(name, None)
+    with psycopg.connect(**params, autocommit=True) as listening:
+        listening.execute(f"LISTEN {waiting.CHANNEL}")
+        durableflow.cancel(small.id, "for the payload")
+        assert operations.deliver(large.id) == "completed"
+        payloads = {}
+        for notify in listening.notifies(timeout=10):
+            execution_id, notice = waiting.read_notice(notify.payload)
+            payloads[execution_id] = notice
+            if small.id in payloads and large.id in payloads:
+                break
+
+    assert payloads[small.id] == {
+        "id": small.id,
+        "status": "cancelled",
+        "result": None,
+        "error": {"code": "CANCELLED", "message": "for the payload"},
+        "continued_as": None,
+    }
+    assert payloads[large.id] is None  # 9,000 bytes of result: the id alone
+
+
+def test_a_notification_names_an_execution_by_its_payload():
+    assert waiting.read_notice('{"id": "a1", "status": "completed", "result": 3}') == (
+        "a1",
+        {"id": "a1", "status": "completed", "result": 3},
+    )
+    assert waiting.read_notice('{"id": "a1"}') == ("a1", None)  # too large to carry: read it
+    assert waiting.read_notice("a1") == ("a1", None)  # the id alone, as migration 0009 sent it
+    assert waiting.read_notice("123") == ("123", None)  # an id that is also JSON
+    assert waiting.read_notice('{"id": 5}') == ('{"id": 5}', None)
 
 
 def test_a_killed_listening_connection_is_opened_again_and_callers_still_return(postgres):

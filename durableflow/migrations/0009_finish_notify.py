@@ -10,6 +10,16 @@ from django.db import migrations
 
 TERMINAL = ("completed", "failed", "cancelled", "compensated", "compensation_failed")
 
+# The trigger's function, payload the id (``0011_finish_notice`` replaces it, and restores this).
+FUNCTION = """
+    CREATE OR REPLACE FUNCTION durableflow_notify_finished() RETURNS trigger AS $$
+    BEGIN
+        PERFORM pg_notify('durableflow_finished', NEW.id);
+        RETURN NULL;
+    END
+    $$ LANGUAGE plpgsql
+    """
+
 
 def _table(apps):
     return apps.get_model("durableflow", "Execution")._meta.db_table
@@ -20,16 +30,7 @@ def install(apps, schema_editor):
         return
     table = schema_editor.quote_name(_table(apps))
     statuses = ", ".join(f"'{status}'" for status in TERMINAL)
-    schema_editor.execute(
-        """
-        CREATE OR REPLACE FUNCTION durableflow_notify_finished() RETURNS trigger AS $$
-        BEGIN
-            PERFORM pg_notify('durableflow_finished', NEW.id);
-            RETURN NULL;
-        END
-        $$ LANGUAGE plpgsql
-        """
-    )
+    schema_editor.execute(FUNCTION)
     schema_editor.execute(
         f"""
         CREATE TRIGGER durableflow_execution_finished

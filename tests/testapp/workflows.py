@@ -24,6 +24,12 @@ def ping(ctx, params):
     return ctx.step.run("pong", lambda: "pong")
 
 
+@durableflow.workflow("t.return-params")
+def return_params(ctx, params):
+    """Completes with its params as the result (any size the start accepted)."""
+    return params
+
+
 @durableflow.workflow("t.steps")
 def steps(ctx, params):
     a = ctx.step.run("a", lambda: 1)
