@@ -8,15 +8,17 @@ statements are kept here, once per database vendor.
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils.dateparse import parse_datetime
 
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import DUE_ONLY, ExecutionStatus, sources_for
+from durableflow.engine.storage import ANY, NOW
 
 __all__ = ["statements", "cursor", "RECORD_FIELDS"]
 _JSON = frozenset({"value", "error", "meta", "params", "waiting_for", "cancel_requested", "compensations"})
@@ -113,8 +115,22 @@ class Statements:
             f"ON CONFLICT ({sc('execution')}, {sc('key')}) DO NOTHING"
         )
         self.now_sql = f"SELECT {now}"
+        # An execution's metadata, its row locked until the caller's transaction ends (SQLite
+        # has no row locks: its writers are serialised).
+        self.metadata_lock_sql = f"SELECT {ec('metadata')} FROM {execution} WHERE {ec('id')} = %(id)s{text}" + (
+            " FOR UPDATE" if vendor == "postgresql" else ""
+        )
         self._casts, self._text, self._ec, self._table = casts, text, ec, execution
-        self._outcome_sql: dict[tuple[tuple[str, ...], bool], str] = {}
+        self._step_table = step
+        self._tables = {"execution": execution, "step": step}
+        self._columns = {"execution": ec, "step": sc}
+        self._json = {
+            table: frozenset(f.name for f in model._meta.concrete_fields if f.get_internal_type() == "JSONField")
+            for table, model in (("execution", Execution), ("step", StepRecord))
+        }
+        if vendor == "postgresql":  # every JSON column's parameter is text to cast
+            casts.update((name, "::jsonb") for names in self._json.values() for name in names)
+        self._updates: dict[tuple, str] = {}
         self._execution_inserts: dict[tuple[tuple[str, ...], tuple[str, ...]], ExecutionInsert] = {}
 
     def outcome(
@@ -122,25 +138,87 @@ class Statements:
     ) -> tuple[str, dict[str, Any]]:
         """UPDATE of the execution's outcome ``fields``, fenced by the lease token, returning
         whether the execution is watched; ``unless_woken``: only if no wake-up is pending."""
+        return self.update(
+            "execution", fields, {"id": execution_id}, adapt, token=token, unless_woken=unless_woken, watched=True
+        )
+
+    def update(
+        self,
+        table: str,
+        fields: dict[str, Any],
+        row: dict[str, str],
+        adapt,
+        *,
+        offset: float = 0.0,
+        token: Any = ANY,
+        statuses: Iterable[str] | None = None,
+        unless_woken: bool = False,
+        watched: bool = False,
+    ) -> tuple[str, dict[str, Any]]:
+        """UPDATE of one row's ``fields`` (``NOW``: the database clock, shifted by ``offset``
+        seconds), and its parameters. ``table``: ``"execution"`` (``row``: its ``id``) or
+        ``"step"`` (its ``execution_id`` and ``key``).
+
+        Conditions: ``statuses`` (the row's status is one of them), ``token`` (the execution's
+        lease token is this one; ``None``: it has none), ``unless_woken`` (no wake-up pending),
+        and ``watched`` returns whether the execution is watched. One statement text per shape,
+        so that it is prepared once per connection.
+        """
+        statuses = None if statuses is None else sorted(statuses)
         names = tuple(sorted(fields))
-        sql = self._outcome_sql.get((names, unless_woken))
+        now = frozenset(name for name in names if fields[name] is NOW)
+        fence = "any" if token is ANY else "none" if token is None else "token"
+        shape = (table, names, now, fence, None if statuses is None else len(statuses), unless_woken, watched)
+        sql = self._updates.get(shape)
         if sql is None:
-            ec, text = self._ec, self._text
-            assignments = ", ".join(f"{ec(name)} = %({name})s{self._casts.get(name, '')}" for name in names)
-            condition = f" AND {ec('wake_pending')} = FALSE" if unless_woken else ""
-            sql = self._outcome_sql[(names, unless_woken)] = (
-                f"UPDATE {self._table} SET {assignments} "
-                f"WHERE {ec('id')} = %(fence_id)s{text} AND {ec('lease_token')} = %(fence_token)s{text}{condition} "
-                f"RETURNING {ec('watched')}"
-            )
-        params = {"fence_id": execution_id, "fence_token": token}
-        for name, value in fields.items():
-            if name in _JSON or name == "result":
+            sql = self._updates[shape] = self._update_sql(table, names, now, fence, statuses, unless_woken, watched)
+        params: dict[str, Any] = {f"fence_{name}": value for name, value in row.items()}
+        if now:
+            params["now"] = self.moment(offset)
+        if fence == "token":
+            params["fence_token"] = token
+        for number, status in enumerate(statuses or ()):
+            params[f"status_{number}"] = status
+        json = self._json[table]
+        for name in names:
+            value = fields[name]
+            if name in now:
+                continue
+            if name in json:
                 value = None if value is None else _dumps(value)
             elif isinstance(value, datetime):
                 value = adapt(value)
-            params[name] = value
+            params[f"v_{name}"] = value
         return sql, params
+
+    def _update_sql(self, table, names, now, fence, statuses, unless_woken, watched) -> str:
+        column, text, ec = self._columns[table], self._text, self._ec
+        moment = self._moment.format(name="now")
+        def value(name: str) -> str:
+            return moment if name in now else f"%(v_{name})s{self._casts.get(name, '')}"
+
+        assignments = ", ".join(f"{column(name)} = {value(name)}" for name in names)
+        if table == "execution":
+            where = [f"{ec('id')} = %(fence_id)s{text}"]
+            lease = ec("lease_token")
+        else:
+            where = [f"{column('execution')} = %(fence_execution_id)s{text}", f"{column('key')} = %(fence_key)s{text}"]
+            lease = None
+        if statuses is not None:
+            where.append(f"{column('status')} IN ({', '.join(f'%(status_{n})s' for n in range(len(statuses)))})")
+        if fence != "any":
+            held = f"= %(fence_token)s{text}" if fence == "token" else "IS NULL"
+            if lease is not None:
+                where.append(f"{lease} {held}")
+            else:  # a step's execution holds the lease
+                where.append(
+                    f"EXISTS (SELECT 1 FROM {self._table} WHERE {ec('id')} = {self._step_table}.{column('execution')} "
+                    f"AND {ec('lease_token')} {held})"
+                )
+        if unless_woken:
+            where.append(f"{ec('wake_pending')} = FALSE")
+        returning = f" RETURNING {ec('watched')}" if watched else ""
+        return f"UPDATE {self._tables[table]} SET {assignments} WHERE {' AND '.join(where)}{returning}"
 
     def execution_insert(self, names: tuple[str, ...], now: tuple[str, ...]) -> ExecutionInsert:
         """The INSERT of executions given the fields ``names``, and ``now`` as ``NOW``."""
@@ -322,6 +400,11 @@ def aware(value: Any) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
+def decode_json(value: Any) -> Any:
+    """A JSON column's value as either driver returns it (text, or decoded already)."""
+    return _loads(value)
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -384,7 +467,7 @@ def cursor(connection, *, prepare: bool = True):
         # Django's "never": psycopg then refuses even an explicit prepare. A threshold no
         # statement reaches keeps Django's own queries unprepared and lets these ask for it.
         pg.prepare_threshold = _ONLY_WHEN_ASKED
-    raw = (_preparing_cursor() if prepare else _plain_cursor())(pg)
+    raw = _cursor_class(prepare)(pg)
     if not connection.queries_logged:
         return connection.make_cursor(raw)
     return _StatementLogged(raw, connection) if prepare else connection.make_debug_cursor(raw)
@@ -399,26 +482,21 @@ class _StatementLogged(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
-def _plain_cursor():
+@functools.cache
+def _cursor_class(prepare: bool) -> type:
     import psycopg
 
-    return psycopg.Cursor
+    if not prepare:
+        return psycopg.Cursor
+
+    class PreparingCursor(psycopg.Cursor):
+        """A server-binding cursor whose ``execute`` prepares unless told otherwise."""
+
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+    return PreparingCursor
 
 
-_PREPARING = None
+# A prepare threshold no statement reaches: see ``cursor``.
 _ONLY_WHEN_ASKED = 2**62
-
-
-def _preparing_cursor():
-    global _PREPARING
-    if _PREPARING is None:
-        import psycopg
-
-        class PreparingCursor(psycopg.Cursor):
-            """A server-binding cursor whose ``execute`` prepares unless told otherwise."""
-
-            def execute(self, query, params=None, *, prepare=None, binary=None):
-                return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
-
-        _PREPARING = PreparingCursor
-    return _PREPARING

@@ -38,7 +38,7 @@ class OrmEffects:
         return cursor.rowcount == 1  # 0: the id is taken (ON CONFLICT DO NOTHING)
 
     def get_effect(self, effect_id: str) -> Effect | None:
-        return Effect.objects.using(self.alias).filter(pk=effect_id).first()
+        return self._by_id(Effect, effect_id)
 
     def update_effect(
         self,

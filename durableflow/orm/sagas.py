@@ -6,6 +6,7 @@ from typing import Any
 
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.models import StepRecord
+from durableflow.sql import decode_json
 
 __all__ = ["OrmSagas"]
 
@@ -16,9 +17,10 @@ class OrmSagas:
     def lock_metadata(self, execution_id: str) -> dict[str, Any] | None:
         # Called inside the caller's transaction: FOR UPDATE holds the row until it ends, so
         # concurrent read-modify-writes of one execution's metadata queue up instead of losing one.
-        rows = self._executions().filter(pk=execution_id).order_by().select_for_update()
-        found = list(rows.values_list("metadata", flat=True)[:1])
-        return (found[0] or {}) if found else None
+        sql, cursor = self._sql()
+        cursor.execute(sql.metadata_lock_sql, {"id": execution_id})
+        row = cursor.fetchone()
+        return None if row is None else (decode_json(row[0]) or {})
 
     def add_steps(self, execution_id: str, records: list[StepRecordData]) -> None:
         self._steps().bulk_create(
