@@ -111,9 +111,12 @@ class Listener:
                         if not events:
                             del self._waiters[execution_id]
 
-    def waiting(self) -> int:
-        """How many waiters are registered (for tests and the admin's curiosity)."""
+    def waiting(self, execution_id: str | None = None) -> int:
+        """How many waiters are registered (for ``execution_id``, or for any), for tests and the
+        admin's curiosity."""
         with self._lock:
+            if execution_id is not None:
+                return len(self._waiters.get(execution_id, ()))
             return len({event for events in self._waiters.values() for event in events})
 
     def _wake(self, execution_id: str | None, notice: dict[str, Any] | None = None) -> None:

@@ -76,14 +76,24 @@ class Caller(threading.Thread):
 def _start_waiting_callers(ids: list[str]) -> list[Caller]:
     """One caller per id, each registered with the listener before the next starts."""
     callers = []
-    base = _listener().waiting() if _postgres() else 0
-    for number, execution_id in enumerate(ids, start=1):
+    for execution_id in ids:
         caller = Caller(execution_id)
         caller.start()
         callers.append(caller)
         if _postgres():
-            wait_for(lambda n=number: _listener().waiting() >= base + n, timeout=30, what="the caller to wait")
+            _wait_registered(caller)
     return callers
+
+
+def _wait_registered(caller: Caller) -> None:
+    """Until ``caller`` waits on the listener for its execution (none of these ends by itself)."""
+    wait_for(
+        lambda: _listener().waiting(caller.execution_id) or not caller.is_alive(),
+        timeout=30,
+        interval=0.005,
+        what="the caller to wait",
+    )
+    assert caller.is_alive(), f"the caller of {caller.execution_id} ended before it waited: {caller.outcome!r}"
 
 
 def test_the_migration_notifies_for_exactly_the_terminal_statuses():
@@ -139,12 +149,12 @@ def test_without_the_notification_the_recheck_returns_the_result(postgres):
     assert caller.seconds is not None and caller.seconds < 1.0 + 10
 
 
-def _finish_once_waiting(execution_id: str, waiting_before: int) -> threading.Thread:
-    """Deliver ``execution_id`` here (in a thread of its own) once one more caller waits."""
+def _finish_once_waiting(execution_id: str) -> threading.Thread:
+    """Deliver ``execution_id`` here (in a thread of its own) once a caller waits for it."""
 
     def finish() -> None:
         try:
-            wait_for(lambda: _listener().waiting() > waiting_before, timeout=30, what="the caller to wait")
+            wait_for(lambda: _listener().waiting(execution_id), timeout=30, what="the caller to wait")
             operations.deliver(execution_id)
         finally:
             connections.close_all()
@@ -154,8 +164,9 @@ def _finish_once_waiting(execution_id: str, waiting_before: int) -> threading.Th
     return thread
 
 
-def _reads_of(execution_id: str, queries: list[dict]) -> int:
-    return sum(1 for query in queries if query["sql"].startswith("SELECT") and execution_id in str(query))
+def _reads(queries: list[dict]) -> int:
+    """The executions read (this thread's connection: the caller's own reads)."""
+    return sum(1 for query in queries if query["sql"].startswith("SELECT") and f'FROM "{_table()}"' in query["sql"])
 
 
 @pytest.mark.parametrize("size", [10, 9000])
@@ -168,7 +179,7 @@ def test_a_woken_result_answers_from_the_notification_when_the_outcome_fits_in_i
     connection = connections[db_alias()]
     notified = _listener().notified
     with override_settings(DURABLEFLOW={"RESULT_RECHECK_SECONDS": 3600}):
-        finisher = _finish_once_waiting(execution.id, _listener().waiting())
+        finisher = _finish_once_waiting(execution.id)
         with CaptureQueriesContext(connection) as captured:
             value = durableflow.result(execution.id, timeout=60)
         finisher.join(timeout=60)
@@ -176,7 +187,7 @@ def test_a_woken_result_answers_from_the_notification_when_the_outcome_fits_in_i
     assert value == params
     assert _listener().notified > notified  # woken by the notification, not the hour's re-check
     # The read before waiting, and one after the wake only if the outcome did not fit.
-    assert _reads_of(execution.id, captured.captured_queries) == (1 if size < 8000 else 2)
+    assert _reads(captured.captured_queries) == (1 if size < 8000 else 2)
 
 
 def test_the_notification_payload_is_the_committed_outcome(postgres):
