@@ -3,7 +3,9 @@
 The ORM would need two round trips to claim (UPDATE, then SELECT) and compiles each
 query anew; a delivery is one claim, one journal read (none on a first delivery: the claim
 says whether there are records), one statement per live step and one outcome, so these few
-statements are kept here, once per database vendor.
+statements are kept here, once per database vendor, with the conditional updates of one
+execution or one step record (``update``) and the metadata lock. On PostgreSQL ``cursor``
+prepares them: each is parsed and planned once per connection.
 """
 
 from __future__ import annotations
