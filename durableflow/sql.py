@@ -100,9 +100,15 @@ class Statements:
             f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"
             f"{_ASYNC_COMMIT if vendor == 'postgresql' else ''}"
         )
-        # SQLite: timestamps as text, so that the driver's (regex) converter does not run on
-        # every row of a long journal; aware() parses them with the C fromisoformat.
-        read = [f"CAST({sc(c)} AS TEXT)" if c.endswith("_at") and not casts else sc(c) for c in RECORD_FIELDS]
+        # Timestamps as UTC text, parsed only when a record's are read (``JournalRow``; a replay
+        # reads none): the drivers' converters would parse two per record of a long journal on
+        # every delivery (on PostgreSQL, half of a 10,000-step replay). to_char, not ::text, so
+        # that the server's DateStyle cannot change the form; aware() reads it with fromisoformat.
+        if vendor == "postgresql":
+            as_text = "to_char({} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"
+        else:
+            as_text = "CAST({} AS TEXT)"
+        read = [as_text.format(sc(c)) if c.endswith("_at") else sc(c) for c in RECORD_FIELDS]
         # No ORDER BY: replay looks records up by key; sorting a long journal costs a sort.
         self.journal_sql = f"SELECT {', '.join(read)} FROM {step} WHERE {sc('execution')} = %(id)s"
         text = "::text" if casts else ""

@@ -49,3 +49,31 @@ def test_journal_row_makes_naive_datetimes_aware():
     assert row.error == {"code": "X"} and row.meta == {"until": "u"}
     row.finished_at = None
     assert row.finished_at is None
+
+
+def test_the_journal_read_returns_each_timestamp_as_written_whatever_the_datestyle(live_db):
+    """The journal's timestamps come back as UTC text (parsed only when read), the same as the
+    ORM reads them; on PostgreSQL the session's DateStyle does not change them."""
+    from django.db import connection
+
+    import durableflow
+    from durableflow import operations
+    from durableflow.models import StepRecord
+    from durableflow.orm import OrmStorage
+
+    execution = durableflow.start("t.steps", queue="durableflow-test-sql")
+    assert operations.deliver(execution.id) == "completed"
+    steps = StepRecord.objects.filter(execution_id=execution.id)
+    written = {row.key: (row.started_at, row.finished_at) for row in steps}
+    styles = ["ISO, MDY", "SQL, DMY", "German", "Postgres, YMD"] if connection.vendor == "postgresql" else [None]
+    statements, cursor = OrmStorage()._sql()
+    try:
+        for style in styles:
+            if style is not None:
+                cursor.execute(f"SET DateStyle = '{style}'")
+            cursor.execute(statements.journal_sql, {"id": execution.id})
+            read = {row.key: (row.started_at, row.finished_at) for row in map(sql.decode_record, cursor.fetchall())}
+            assert read == written, style
+    finally:
+        if styles[0] is not None:
+            cursor.execute("RESET DateStyle")
