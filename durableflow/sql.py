@@ -202,6 +202,7 @@ class Statements:
     def _update_sql(self, table, names, now, fence, statuses, unless_woken, watched) -> str:
         column, text, ec = self._columns[table], self._text, self._ec
         moment = self._moment.format(name="now")
+
         def value(name: str) -> str:
             return moment if name in now else f"%(v_{name})s{self._casts.get(name, '')}"
 
