@@ -23,7 +23,6 @@ from durableflow.engine.states import DUE_ONLY, ExecutionStatus, sources_for
 from durableflow.engine.storage import ANY, NOW
 
 __all__ = ["statements", "cursor", "RECORD_FIELDS"]
-_JSON = frozenset({"value", "error", "meta", "params", "waiting_for", "cancel_requested", "compensations"})
 _CLAIM_RETURNS = (
     "workflow",
     "version",
@@ -58,6 +57,11 @@ class Statements:
         from durableflow.models import Execution, StepRecord
 
         self.vendor = vendor
+        # Each model's JSON columns: their parameters are JSON text (cast to jsonb on PostgreSQL).
+        self._json = {
+            table: frozenset(f.name for f in model._meta.concrete_fields if f.get_internal_type() == "JSONField")
+            for table, model in (("execution", Execution), ("step", StepRecord))
+        }
         if vendor == "postgresql":
             self._moment = "(STATEMENT_TIMESTAMP() + %({name})s * INTERVAL '1 second')"
             # Typed placeholders: the statements are prepared (server-side binding), and an
@@ -69,7 +73,7 @@ class Statements:
                 "wake_at": "::timestamptz",
                 "lease_expires_at": "::timestamptz",
                 "enqueued_at": "::timestamptz",
-                **{name: "::jsonb" for name in (*_JSON, "result")},
+                **{name: "::jsonb" for names in self._json.values() for name in names},
             }
         else:
             self._moment = "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %({name})s)"
@@ -132,12 +136,6 @@ class Statements:
         self._step_table = step
         self._tables = {"execution": execution, "step": step}
         self._columns = {"execution": ec, "step": sc}
-        self._json = {
-            table: frozenset(f.name for f in model._meta.concrete_fields if f.get_internal_type() == "JSONField")
-            for table, model in (("execution", Execution), ("step", StepRecord))
-        }
-        if vendor == "postgresql":  # every JSON column's parameter is text to cast
-            casts.update((name, "::jsonb") for names in self._json.values() for name in names)
         self._updates: dict[tuple, str] = {}
         self._execution_inserts: dict[tuple[tuple[str, ...], tuple[str, ...]], ExecutionInsert] = {}
 
@@ -258,7 +256,7 @@ class Statements:
             value = getattr(record, name)
             if name == "meta":
                 value = _dumps(value or {})
-            elif name in _JSON:
+            elif name in self._json["step"]:
                 value = None if value is None else _dumps(value)
             elif isinstance(value, datetime):
                 value = adapt(value)
