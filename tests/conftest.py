@@ -11,6 +11,7 @@ import os
 import pytest
 
 from tests.cluster import ROOT, Cluster, Process, wait_for
+from tests.newproject import dist, source  # noqa: F401 - session fixtures: the wheel is built once
 
 
 @pytest.fixture(scope="session")
