@@ -39,10 +39,12 @@ def start() -> list[tuple[str, str]]:
             warehouse.PickList, PICK_LIST, lambda draft: draft["items"].extend(["mug", "kettle"]), expected_version=0
         )
     for n in (1, 2, 3):
-        begin("takes an item (one waits)", "warehouse.picker", {"list": PICK_LIST, "picker": f"picker-{n}"}, f"pick-{n}")
+        params = {"list": PICK_LIST, "picker": f"picker-{n}"}
+        begin(f"picker {n} of 3 takes an item", "warehouse.picker", params, f"pick-{n}")
 
     # An effect: the provider's first answer is lost; the step looks the charge up, never charges twice.
-    begin("paid once, answer lost", "payments.invoice", {"invoice": 501, "cents": 12_900, "lose_answer": True}, "inv-501")
+    invoice = {"invoice": 501, "cents": 12_900, "lose_answer": True}
+    begin("paid once, answer lost", "payments.invoice", invoice, "inv-501")
 
     # A JSON document: a low-risk claim is paid, a high-risk one waits for its approval.
     if not _document_saved("claims.review"):
