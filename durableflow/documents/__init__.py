@@ -1,4 +1,4 @@
-"""Declarative workflows: JSON statecharts with DAG work, run durably by the engine (SPEC §8).
+"""Declarative workflows: JSON statecharts with DAG work, run durably by the engine.
 
 ``compiler``     validate a ``$workflow: "0.2"`` document and lower it to a JSON compiled form
 ``dag``          ``$dag: "0.1"`` work: nodes, edges, waves of nodes that run concurrently

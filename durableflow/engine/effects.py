@@ -1,4 +1,4 @@
-"""Effects: external operations at most once in effect (SPEC §5), the verbs over the storage.
+"""Effects: external operations at most once in effect, the verbs over the storage.
 
 An ``Effect`` row, named by the caller's ``effect_id``, is the project's own record of one
 operation in an external system: what was asked (operation and canonical input), whether

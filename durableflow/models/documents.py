@@ -1,4 +1,4 @@
-"""Workflow documents: one row per revision of a named JSON statechart (SPEC §8).
+"""Workflow documents: one row per revision of a named JSON statechart.
 
 Revisions are immutable once written: an edit is a new revision (1, 2, 3… per name), and an
 execution pinned to a revision (its ``version``, ``"document-3"``) runs that row's compiled

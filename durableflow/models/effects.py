@@ -1,4 +1,4 @@
-"""Effects (SPEC §5): the project's own record of operations in external systems."""
+"""Effects: the project's own record of operations in external systems."""
 
 from __future__ import annotations
 

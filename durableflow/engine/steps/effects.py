@@ -1,4 +1,4 @@
-"""``ctx.step.effect``: an external operation, at most once in effect (SPEC §5).
+"""``ctx.step.effect``: an external operation, at most once in effect.
 
 One attempt of the protocol, in the delivery: begin → perform, or begin (pending) → lookup →
 settle / perform / watch. The effect's state lives in its ``Effect`` row (the verbs in
