@@ -11,7 +11,8 @@ import os
 import pytest
 
 from tests.cluster import ROOT, Cluster, Process, wait_for
-from tests.newproject import dist, source  # noqa: F401 - session fixtures: the wheel is built once
+from tests.docs_blocks import built_site  # noqa: F401 - session fixtures: built once
+from tests.newproject import dist, source  # noqa: F401
 
 
 @pytest.fixture(scope="session")
