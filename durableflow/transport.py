@@ -226,8 +226,8 @@ class FilesystemTransport(filesystem.Transport):
         """
         while True:
             try:
-                self.cycle.get(self._deliver)
-            except Empty:
+                self.drain_events(self, timeout=0)  # one message, or TimeoutError at once
+            except TimeoutError:
                 return
 
 
