@@ -1,27 +1,24 @@
-"""The embedded broker under concurrency: no message lost, duplicated or read half-written."""
+"""The embedded broker: no message lost, duplicated or read half-written; an event loop drives it."""
 
 from __future__ import annotations
 
 import multiprocessing
 import queue as stdlib_queue
+import time
+import uuid
 
+import pytest
 from kombu import Connection
+from kombu.asynchronous import Hub
 
+from durableflow import transport
 from durableflow.transport import FilesystemTransport
 
 PRODUCERS, CONSUMERS, PER_PRODUCER = 3, 3, 300
 
 
 def _connection(folder: str) -> Connection:
-    options = {
-        "data_folder_in": f"{folder}/queue",
-        "data_folder_out": f"{folder}/queue",
-        "processed_folder": f"{folder}/processed",
-        "control_folder": f"{folder}/control",
-        "store_processed": False,
-        "polling_interval": 0.01,
-    }
-    return Connection("filesystem://", transport=FilesystemTransport, transport_options=options)
+    return Connection("filesystem://", transport=FilesystemTransport, transport_options=transport.options(folder))
 
 
 def _produce(folder: str, producer: int) -> None:
@@ -65,3 +62,66 @@ def test_concurrent_producers_and_consumers_see_every_message_once_and_whole(tmp
     assert set((p, n) for p, n, _ in received) == {(p, n) for p in range(PRODUCERS) for n in range(PER_PRODUCER)}
     assert {size for _, _, size in received} == {2000}
     assert list((tmp_path / "queue").iterdir()) == []
+
+
+@pytest.fixture(params=["watched", "polled"])
+def looks(request, monkeypatch):
+    """How a worker's loop finds new messages: woken by inotify, or looking every polling_interval."""
+    if request.param == "polled":
+        monkeypatch.setattr(transport, "_watch", lambda folder: None)
+    else:
+        # Only the watch and the wake pipe can hand a message out before the test's deadline.
+        monkeypatch.setattr(transport, "WATCHED_LOOK_SECONDS", 3600)
+    return request.param
+
+
+def test_an_event_loop_gets_each_message_and_the_next_one_when_a_slot_frees(tmp_path, looks):
+    # A queue name of its own: kombu keeps the filesystem transport's bindings per process.
+    queue, hub, received = f"loop-{uuid.uuid4().hex}", Hub(), []
+    try:
+        with _connection(str(tmp_path)) as consumer_side, _connection(str(tmp_path)) as producer_side:
+            consumer = consumer_side.Consumer(
+                consumer_side.SimpleQueue(queue).queue, callbacks=[lambda body, message: received.append(message)]
+            )
+            consumer.qos(prefetch_count=1)
+            consumer.consume()
+            consumer_side.transport.register_with_event_loop(consumer_side.connection, hub)
+            assert consumer_side.transport.implements.asynchronous  # a Celery worker runs its event loop
+
+            sender = producer_side.SimpleQueue(queue)
+            sender.put({"n": 1})
+            sender.put({"n": 2})  # waits: the prefetch slot is taken until the first one is acked
+            _run_until(hub, lambda: received)
+            assert len(received) == 1
+            assert len(list((tmp_path / "queue").iterdir())) == 1
+
+            received[0].ack()  # the ack itself asks for the next look
+            _run_until(hub, lambda: len(received) == 2)
+            assert sorted(m.payload["n"] for m in received) == [1, 2]
+            received[1].ack()
+            sender.close()
+            consumer.cancel()
+            consumer_side.transport.unregister_from_event_loop(consumer_side.connection, hub)
+    finally:
+        hub.close()
+    assert list((tmp_path / "queue").iterdir()) == []
+
+
+def _run_until(hub: Hub, done) -> None:
+    deadline = time.monotonic() + 30
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError("the event loop did not hand the message out")
+        hub.run_once()
+
+
+@pytest.mark.parametrize("interval", [0, -1, None, "0.1", True])
+def test_a_polling_interval_that_is_not_a_positive_number_is_refused(tmp_path, interval):
+    message = r"polling_interval must be a number of seconds above 0, got "
+    with pytest.raises(ValueError, match=message):
+        transport.options(tmp_path, polling_interval=interval)
+    if interval is None:
+        return  # kombu reads a transport option of None as "not given": 1 s
+    options = {**transport.options(tmp_path), "polling_interval": interval}
+    with pytest.raises(ValueError, match=message):
+        Connection("filesystem://", transport=FilesystemTransport, transport_options=options).connect()
