@@ -17,6 +17,8 @@ from rest_framework import serializers
 
 from durableflow.models import Execution, StepRecord
 
+MAX_NAMED = 10  # unknown fields named in a refusal
+
 __all__ = [
     "StrictSerializer",
     "TextField",
@@ -64,12 +66,16 @@ class StrictSerializer(serializers.Serializer):
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
+            unknown = set(data) - set(self.fields)
             if unknown:
                 writable = ", ".join(name for name, field in self.fields.items() if not field.read_only)
-                raise serializers.ValidationError(
-                    {name: [f"unknown or read-only field; this request takes: {writable}"] for name in unknown}
-                )
+                message = f"unknown or read-only field; this request takes: {writable}"
+                # The first few only: a body may hold 100,000 of them.
+                named = sorted(unknown)[:MAX_NAMED]
+                errors = {name: [message] for name in named}
+                if len(unknown) > MAX_NAMED:
+                    errors["non_field_errors"] = [f"and {len(unknown) - MAX_NAMED} more unknown fields"]
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 
