@@ -159,7 +159,9 @@ def test_wait_answers_at_once_for_a_finished_run_and_after_the_wait_for_an_unfin
     error(api.get("executions/nope/?wait=1"), 404, "NOT_FOUND")
 
 
-@pytest.mark.parametrize("wait", ["31", "-1", "nan", "inf", "1e1", "", "0x10", "5000000000"])
+@pytest.mark.parametrize(
+    "wait", ["31", "-1", "nan", "inf", "1e1", "", "0x10", "5000000000", "%C2%B2", "%D9%A1", "1%0A", "9" * 5000]
+)
 def test_wait_is_a_number_of_seconds_up_to_30(api, wait):
     execution = durableflow.start("t.steps")
     body = error(api.get(f"executions/{execution.id}/?wait={wait}"), 400, "INVALID_REQUEST")
@@ -327,6 +329,13 @@ def test_lists_filter_by_status_workflow_parent_and_root(api):
         ("ordering=-id", "ordering"),
         ("page_size=10000000", "page_size"),
         ("page_size=0", "page_size"),
+        ("page_size=%C2%B2", "page_size"),  # ², which str.isdigit() takes and int() refuses
+        ("page_size=%E2%91%A0", "page_size"),  # ①
+        ("page_size=%D9%A1", "page_size"),  # ١, an Arabic-Indic one that int() reads as 1
+        ("page_size=" + "9" * 5000, "page_size"),
+        ("page_size=+5", "page_size"),
+        ("cursor=" + "W" * 1024, "cursor"),
+        ("cursor=" + "WwpbW1tb" * 100, "cursor"),  # base64 of deep brackets
         ("cursor=!!!", "cursor"),
         ("cursor=WyJ4Il0", "cursor"),  # base64 of '["x"]'
         ("workflow=a%00b", "workflow"),
@@ -338,6 +347,15 @@ def test_lists_filter_by_status_workflow_parent_and_root(api):
 def test_unknown_or_invalid_list_parameters_are_400(api, query, field):
     body = error(api.get(f"executions/?{query}"), 400, "INVALID_REQUEST")
     assert field in body["detail"]
+
+
+@pytest.mark.parametrize("size", ["%C2%B2", "%E2%91%A0", "%D9%A1", "9" * 5000, "%EF%BC%95"])
+def test_odd_digits_in_page_size_are_400_on_every_list(api, size):
+    execution = durableflow.start("t.steps")
+    operations.save_document("paged", {"$workflow": "0.2", "initial": "d", "states": {"d": {"final": True}}})
+    for path in ("executions/", f"executions/{execution.id}/journal/", "documents/", "documents/paged/revisions/"):
+        body = error(api.get(f"{path}?page_size={size}"), 400, "INVALID_REQUEST")
+        assert "page_size" in body["detail"], path
 
 
 def test_a_forged_cursor_only_moves_the_position(api):

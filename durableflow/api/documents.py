@@ -15,10 +15,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from durableflow import exceptions, operations
+from durableflow.api import params
 from durableflow.api.base import ApiViewSet
 from durableflow.api.openapi import document as describe
 from durableflow.api.pagination import KeysetPagination
@@ -28,6 +28,7 @@ from durableflow.orm import db_alias
 
 __all__ = ["DocumentViewSet"]
 
+MAX_REVISION = 2**31 - 1  # the column's range
 REVISION = OpenApiParameter("revision", OpenApiTypes.INT, description="a revision number (default: the newest)")
 
 
@@ -92,6 +93,7 @@ class DocumentViewSet(ApiViewSet):
         "update": "change",
     }
     pagination_class = DocumentPagination
+    list_actions = frozenset({"list", "revisions"})  # each reads its paginator's cursor and page_size
     extra_query_params = {"retrieve": frozenset({"revision"})}
     serializer_class = RevisionSerializer
 
@@ -125,14 +127,12 @@ class DocumentViewSet(ApiViewSet):
     @describe(summary="A document's newest revision (or ?revision=), with its compiled form", parameters=[REVISION])
     def retrieve(self, request, name: str):
         rows = self.get_queryset().named(name)
-        raw = request.query_params.get("revision")
-        if raw is not None:
-            if not raw.isdigit() or len(raw) > 9:
-                raise ValidationError({"revision": ["a revision number"]})
-            rows = rows.filter(revision=int(raw))
+        revision = params.integer(request, "revision", low=1, high=MAX_REVISION)
+        if revision is not None:
+            rows = rows.filter(revision=revision)
         row = rows.first()
         if row is None:
-            which = f"{name!r} revision {raw}" if raw else repr(name)
+            which = f"{name!r} revision {revision}" if revision else repr(name)
             raise exceptions.ExecutionNotFound(message=f"no workflow document {which}")
         return Response(RevisionSerializer(row).data)
 

@@ -7,7 +7,6 @@ on the alias the project's routers choose, a page at a time off an index.
 
 from __future__ import annotations
 
-import re
 from urllib.parse import quote
 
 from django_filters.rest_framework import DjangoFilterBackend
@@ -18,6 +17,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from durableflow import operations
+from durableflow.api import params
 from durableflow.api.base import ApiViewSet
 from durableflow.api.filters import ExecutionFilter
 from durableflow.api.openapi import document
@@ -38,7 +38,6 @@ from durableflow.models import Execution, StepRecord
 __all__ = ["ExecutionViewSet", "MAX_WAIT"]
 
 MAX_WAIT = 30  # seconds a GET may long-poll (SPEC §14)
-_SECONDS = re.compile(r"^\d{1,3}(\.\d{1,6})?$")
 
 WAIT = OpenApiParameter(
     "wait",
@@ -189,9 +188,4 @@ class ExecutionViewSet(ApiViewSet):
         return field if field is not None else header
 
     def _wait(self, request) -> float:
-        raw = request.query_params.get("wait")
-        if raw is None:
-            return 0.0
-        if not _SECONDS.match(raw) or float(raw) > MAX_WAIT:
-            raise ValidationError({"wait": [f"seconds from 0 to {MAX_WAIT}"]})
-        return float(raw)
+        return params.seconds(request, "wait", high=MAX_WAIT) or 0.0

@@ -30,6 +30,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from durableflow import values
+from durableflow.api import params
 
 __all__ = ["KeysetPagination", "ExecutionPagination", "JournalPagination"]
 
@@ -93,12 +94,8 @@ class KeysetPagination(BasePagination):
     # Parameters ----------------------------------------------------------------------
 
     def _page_size(self, request) -> int:
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw is None:
-            return self.page_size
-        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
-            raise ValidationError({self.page_size_query_param: [f"an integer from 1 to {self.max_page_size}"]})
-        return int(raw)
+        size = params.integer(request, self.page_size_query_param, low=1, high=self.max_page_size)
+        return self.page_size if size is None else size
 
     def _descending(self, request) -> bool:
         if not self.orderings:
@@ -117,7 +114,7 @@ class KeysetPagination(BasePagination):
         try:
             if len(raw) > _MAX_CURSOR:
                 raise ValueError("too long")
-            backwards, keyed = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+            backwards, keyed = values.parse_json(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode())
             if type(backwards) is not bool or not isinstance(keyed, list) or len(keyed) != len(self.keys):
                 raise ValueError("malformed")
             return Cursor([self._load(key, value) for key, value in zip(self.keys, keyed, strict=True)], backwards)
