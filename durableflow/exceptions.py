@@ -161,7 +161,7 @@ CODES: dict[str, str] = {
     "INVALID_JSON": "the request body is not JSON (or nests deeper than a durable value can)",
     "INVALID_REQUEST": "a field or query parameter is missing, unknown or of the wrong type",
     "NOT_AUTHENTICATED": "the request carries no valid credentials",
-    "PERMISSION_DENIED": "the user may not do this (staff or the model permission is needed), or CSRF failed",
+    "PERMISSION_DENIED": "the user may not do this (the model permission is needed), or CSRF failed",
     "METHOD_NOT_ALLOWED": "the endpoint does not answer this HTTP method",
     "NOT_ACCEPTABLE": "the API answers JSON only",
     "UNSUPPORTED_MEDIA_TYPE": "the API reads application/json bodies only",

@@ -1,10 +1,11 @@
 """What every API view shares: JSON in and out, the permission classes, the error shape, and
 no query parameter that nobody declared.
 
-A resource's views (``executions.py``, ``workflows.py``; later events, tokens, stores,
-documents) subclass ``ApiViewSet`` and declare, per action, the model permission it needs
-(``required_permissions``) and the query parameters it reads (``extra_query_params``, plus
-its filter set's and paginator's). They call ``durableflow.operations`` for every change.
+A resource's views (``executions.py``, ``workflows.py``, ``waits.py``, ``documents.py``)
+subclass ``ApiViewSet`` and declare, per action, the model permission it needs
+(``required_permissions``, see ``permissions.py``) and the query parameters it reads
+(``extra_query_params``, plus its filter set's and paginator's). They call
+``durableflow.operations`` for every change.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import MethodNotAllowed, ValidationError
 from rest_framework.settings import api_settings
 
 from durableflow.api import errors
@@ -50,8 +51,17 @@ class ApiViewMixin:
         return errors.exception_handler
 
     def initial(self, request, *args, **kwargs) -> None:
+        if not self.answers(request.method):
+            # 405 before the permission check (which would refuse a method no action names):
+            # which methods an endpoint answers is no secret, its schema says so.
+            raise MethodNotAllowed(request.method)
         super().initial(request, *args, **kwargs)  # negotiation, authentication, permissions, throttles
         self.check_query_params(request)
+
+    def answers(self, method: str) -> bool:
+        """Whether this endpoint has a handler for ``method`` (OPTIONS: none, see metadata_class)."""
+        method = method.lower()
+        return method in self.http_method_names and method != "options" and hasattr(self, method)
 
     def allowed_query_params(self) -> set[str]:
         action = getattr(self, "action", None) or self.request.method.lower()

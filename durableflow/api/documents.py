@@ -12,7 +12,7 @@ lists them all. A valid document is started like any workflow: ``POST executions
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer
 from rest_framework import serializers
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -22,7 +22,8 @@ from durableflow.api import params
 from durableflow.api.base import ApiViewSet
 from durableflow.api.openapi import document as describe
 from durableflow.api.pagination import KeysetPagination
-from durableflow.api.serializers import DurableValueField, StrictSerializer, TextField
+from durableflow.api.permissions import may_view
+from durableflow.api.serializers import DurableValueField, StrictSerializer, TextField, whole_or
 from durableflow.models import WorkflowDocument
 from durableflow.orm import db_alias
 
@@ -81,6 +82,17 @@ class RevisionSerializer(RevisionSummarySerializer):
         read_only_fields = fields
 
 
+class RevisionNameSerializer(serializers.Serializer):
+    """A revision the caller saved but may not read (no view permission): which it is."""
+
+    name = serializers.CharField(read_only=True)
+    revision = serializers.IntegerField(read_only=True)
+
+
+def revision_or_name() -> PolymorphicProxySerializer:
+    return whole_or("RevisionOrName", RevisionSerializer, RevisionNameSerializer)
+
+
 class DocumentViewSet(ApiViewSet):
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
@@ -117,12 +129,12 @@ class DocumentViewSet(ApiViewSet):
     @describe(
         summary="Save a new workflow document (revision 1); 400 with code and detail.pointer if invalid",
         request=CreateSerializer,
-        responses={201: RevisionSerializer},
+        responses={201: revision_or_name()},
     )
     def create(self, request):
         data = self._valid(CreateSerializer, request)
         row, _ = operations.save_document(data["name"], data["document"], new=True)
-        return Response(RevisionSerializer(row).data, status=201)
+        return self._saved(request, row, status=201)
 
     @describe(summary="A document's newest revision (or ?revision=), with its compiled form", parameters=[REVISION])
     def retrieve(self, request, name: str):
@@ -139,12 +151,18 @@ class DocumentViewSet(ApiViewSet):
     @describe(
         summary="Save the next revision; running executions keep theirs. 400 with code and detail.pointer if invalid",
         request=UpdateSerializer,
-        responses=RevisionSerializer,
+        responses=revision_or_name(),
     )
     def update(self, request, name: str):
         data = self._valid(UpdateSerializer, request)
         row, _ = operations.save_document(name, data["document"], new=False)
-        return Response(RevisionSerializer(row).data)
+        return self._saved(request, row)
+
+    def _saved(self, request, row, status: int = 200) -> Response:
+        """The saved revision: whole if the caller may read documents, else which it is (the same
+        document again answers the existing revision, which another author may have written)."""
+        data = RevisionSerializer(row).data if may_view(self, request) else {"name": row.name, "revision": row.revision}
+        return Response(data, status=status)
 
     @describe(summary="A document's revisions, newest first", responses=RevisionSummarySerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=RevisionPagination)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from durableflow.models import Execution, StepRecord
@@ -28,6 +28,9 @@ __all__ = [
     "ForkSerializer",
     "ExecutionSerializer",
     "ExecutionSummarySerializer",
+    "ExecutionIdSerializer",
+    "execution_or_id",
+    "whole_or",
     "StepRecordSerializer",
     "WorkflowSerializer",
     "WorkflowListSerializer",
@@ -159,6 +162,23 @@ class ExecutionSerializer(ExecutionSummarySerializer):
             "origin_step",
         ]
         read_only_fields = fields
+
+
+class ExecutionIdSerializer(serializers.Serializer):
+    """An execution the caller acted on but may not read (no view permission): its id only."""
+
+    id = serializers.CharField(read_only=True)
+
+
+def whole_or(component_name: str, whole: type, brief: type) -> PolymorphicProxySerializer:
+    """An answer about a record: ``whole`` for a caller who may view such records, else ``brief``."""
+    return PolymorphicProxySerializer(
+        component_name=component_name, serializers=[whole, brief], resource_type_field_name=None
+    )
+
+
+def execution_or_id() -> PolymorphicProxySerializer:
+    return whole_or("ExecutionOrId", ExecutionSerializer, ExecutionIdSerializer)
 
 
 class StepRecordSerializer(serializers.ModelSerializer):
