@@ -496,3 +496,28 @@ def test_the_demo_serves_swagger_ui_from_local_assets(api):
     html = page.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in html  # no CDN
     assert "/api/durableflow/schema/" in html
+
+
+def test_a_journal_page_ends_before_4_mb_of_values_and_holds_one_record_at_least(api):
+    execution = durableflow.start("t.loop", {"n": 0})
+    big = "x" * 900_000
+    StepRecord.objects.bulk_create(
+        [StepRecord(execution_id=execution.id, key=f"s{i}", kind="run", status="completed", value=big)
+         for i in range(10)]
+        + [StepRecord(execution_id=execution.id, key="huge", kind="run", status="completed", value="y" * 5_000_000)]
+        + [StepRecord(execution_id=execution.id, key=f"t{i}", kind="run", status="completed", value=i)
+           for i in range(3)],
+    )  # fmt: skip
+
+    pages, url = [], f"/api/durableflow/executions/{execution.id}/journal/?page_size=1000"
+    while url:
+        response = api.client.get(url)
+        assert len(response.content) < 6_000_000
+        pages.append([record["key"] for record in response.json()["results"]])
+        url = response.json()["next"]
+
+    assert pages == [[f"s{i}" for i in range(4)], [f"s{i}" for i in range(4, 8)], ["s8", "s9"], ["huge"],
+                     ["t0", "t1", "t2"]]  # fmt: skip
+    back = api.client.get(api.get(f"executions/{execution.id}/journal/?page_size=3").json()["next"]).json()
+    previous = api.client.get(back["previous"]).json()
+    assert [record["key"] for record in previous["results"]] == ["s0", "s1", "s2"]

@@ -51,7 +51,8 @@ JOURNAL_CURSOR = OpenApiParameter("cursor", OpenApiTypes.STR, description="take 
 JOURNAL_PAGE_SIZE = OpenApiParameter(
     "page_size",
     OpenApiTypes.INT,
-    description=f"records per page (default {JournalPagination.page_size}, at most {JournalPagination.max_page_size})",
+    description=f"records per page (default {JournalPagination.page_size}, at most {JournalPagination.max_page_size}); "
+    f"a page also ends before {JournalPagination.page_bytes:,} characters of values and errors (one record at least)",
 )
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
