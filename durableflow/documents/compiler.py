@@ -20,6 +20,7 @@ from durableflow.documents import cycles, dag
 from durableflow.documents.expressions import compile_expression
 from durableflow.documents.pointers import escape, join
 from durableflow.documents.shape import MAX_NAME, check_name, only, required, storable
+from durableflow.engine.steps.timers import MAX_SLEEP_SECONDS
 from durableflow.exceptions import DocumentError
 
 __all__ = ["compile_document", "FORMAT", "MAX_STATES", "MAX_DEPTH", "MAX_LIMIT", "MAX_DELAY_MS"]
@@ -28,7 +29,7 @@ FORMAT = "durableflow.document/1"  # the compiled form's own version
 MAX_STATES = 50_000  # in all scopes together
 MAX_DEPTH = 64  # nested flows
 MAX_LIMIT = 1_000_000  # visits of one state
-MAX_DELAY_MS = 100 * 366 * 86_400_000  # a century
+MAX_DELAY_MS = MAX_SLEEP_SECONDS * 1000  # a century, as for ctx.step.sleep
 
 FORMS = ("work", "choose", "on", "flow", "final")
 FORM_SET = frozenset(FORMS)
