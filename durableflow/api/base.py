@@ -16,7 +16,7 @@ from rest_framework import viewsets
 from rest_framework.exceptions import MethodNotAllowed, ValidationError
 from rest_framework.settings import api_settings
 
-from durableflow.api import errors
+from durableflow.api import errors, throttles
 from durableflow.api.openapi import ApiAutoSchema
 from durableflow.api.parsers import StrictJSONParser
 from durableflow.api.permissions import permission_classes
@@ -44,6 +44,19 @@ class ApiViewMixin:
         # attribute is read once, at import).
         return [authentication() for authentication in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
 
+    def get_throttles(self):
+        # The project's, read when the request comes, as its authentication classes are.
+        return [throttle() for throttle in api_settings.DEFAULT_THROTTLE_CLASSES]
+
+    def check_throttles(self, request) -> None:
+        """DRF's check (after authentication) of the throttles that look at the user."""
+        self._throttle(request, [t for t in self.get_throttles() if not throttles.before_authentication(t)])
+
+    def _throttle(self, request, checked) -> None:
+        waits = [throttle.wait() for throttle in checked if not throttle.allow_request(request, self)]
+        if waits:
+            self.throttled(request, max((wait for wait in waits if wait is not None), default=None))
+
     def get_permissions(self):
         return [permission() for permission in permission_classes()]
 
@@ -55,6 +68,8 @@ class ApiViewMixin:
             # 405 before the permission check (which would refuse a method no action names):
             # which methods an endpoint answers is no secret, its schema says so.
             raise MethodNotAllowed(request.method)
+        # Before the credentials are checked (a wrong password costs its hash): see throttles.py.
+        self._throttle(request, [t for t in self.get_throttles() if throttles.before_authentication(t)])
         super().initial(request, *args, **kwargs)  # negotiation, authentication, permissions, throttles
         self.check_query_params(request)
 
