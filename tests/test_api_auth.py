@@ -234,8 +234,9 @@ def test_a_caller_who_may_start_but_not_read_gets_the_id_only(client, django_use
     api = Api(client).login(make_user(django_user_model, "starter", "add_execution"))
     first = durableflow.start("t.steps", {"secret": SECRET}, idempotency_key="k-1")
 
+    repeat = {"workflow": "t.steps", "params": {"secret": SECRET}, "idempotency_key": "k-1"}
     answers = {
-        "repeat": api.post("executions/", {"workflow": "t.steps", "params": {"secret": SECRET}, "idempotency_key": "k-1"}),
+        "repeat": api.post("executions/", repeat),
         "rerun": api.post(f"executions/{targets['done']}/rerun/"),
         "fork": api.post(f"executions/{targets['done']}/fork/", {"from_step": "a"}),
         "new": api.post("executions/", {"workflow": "t.steps", "params": {"n": 1}}),

@@ -54,9 +54,15 @@ HOSTILE: dict[str, tuple[Callable[[], str], str]] = {
     ),
     "1 MB of empty lists, then NaN": (lambda: _start("[" + _fill("[],", MB - 100) + "NaN]"), "INVALID_JSON"),
     "1 MB of empty lists, then a NUL": (lambda: _start("[" + _fill("[],", MB - 100) + '"\\u0000"]'), "INVALID_PARAMS"),
-    "brackets inside a string, then Infinity": (lambda: _start('["' + _fill("[{", MB - 100) + '", Infinity]'), "INVALID_JSON"),
+    "brackets inside a string, then Infinity": (
+        lambda: _start('["' + _fill("[{", MB - 100) + '", Infinity]'),
+        "INVALID_JSON",
+    ),
     "\\\" escapes, then a NUL": (lambda: _start('"' + _fill('\\"', MB - 100) + '\\u0000"'), "INVALID_PARAMS"),
-    "emoji escapes, then a lone surrogate": (lambda: _start('"' + _fill("\\ud83d\\ude00", MB - 100) + '\\ud800"'), "INVALID_PARAMS"),
+    "emoji escapes, then a lone surrogate": (
+        lambda: _start('"' + _fill("\\ud83d\\ude00", MB - 100) + '\\ud800"'),
+        "INVALID_PARAMS",
+    ),
     "integers of 4,300 digits": (lambda: _start("[" + ",".join(["9" * 4300] * 230) + "]"), "INVALID_PARAMS"),
     "an integer of 5,000 digits": (lambda: _start(" " * (MB - 5100) + "9" * 5000), "INVALID_JSON"),
     "a float of a million digits": (lambda: _start("9" * (MB - 100) + ".5"), "INVALID_PARAMS"),
@@ -66,7 +72,10 @@ HOSTILE: dict[str, tuple[Callable[[], str], str]] = {
     "80,000 unknown members": (lambda: "{" + ",".join(f'"k{i}": 1' for i in range(80_000)) + "}", "INVALID_REQUEST"),
     "an unknown member of 1 MB": (lambda: '{"' + "k" * (MB - 100) + '": 1}', "INVALID_REQUEST"),
     "a workflow name of 1 MB": (lambda: '{"workflow": "' + "w" * (MB - 100) + '"}', "UNKNOWN_WORKFLOW"),
-    "an execution id of 1 MB": (lambda: '{"workflow": "t.steps", "execution_id": "' + "i" * (MB - 100) + '"}', "INVALID_PARAMS"),
+    "an execution id of 1 MB": (
+        lambda: '{"workflow": "t.steps", "execution_id": "' + "i" * (MB - 100) + '"}',
+        "INVALID_PARAMS",
+    ),
     "invalid UTF-8 at the end": (lambda: _start('"' + "x" * (MB - 100) + '\udcff"'), "INVALID_JSON"),
     "a byte order mark": (lambda: "\ufeff" + plain_body()[: MB - 100], "INVALID_JSON"),
 }

@@ -43,7 +43,8 @@ def required_permissions(view: Any, request: Any) -> tuple[str, ...]:
     if verbs is None or model is None:
         return ()
     opts = model._meta
-    return tuple(f"{opts.app_label}.{verb}_{opts.model_name}" for verb in ((verbs,) if isinstance(verbs, str) else verbs))
+    verbs = (verbs,) if isinstance(verbs, str) else verbs
+    return tuple(f"{opts.app_label}.{verb}_{opts.model_name}" for verb in verbs)
 
 
 class ModelPermission(BasePermission):
