@@ -1,4 +1,4 @@
-"""``documents/``: workflow documents (SPEC §8, §14), one revision per save.
+"""``documents/``: workflow documents, one revision per save.
 
 ``POST documents/`` ``{"name", "document"}`` saves revision 1 of a new name (201);
 ``PUT documents/{name}/`` ``{"document"}`` saves the next revision (200; the same document

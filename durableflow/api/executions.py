@@ -40,7 +40,7 @@ from durableflow.models import Execution, StepRecord
 
 __all__ = ["ExecutionViewSet", "MAX_WAIT"]
 
-MAX_WAIT = 30  # seconds a GET may long-poll (SPEC §14)
+MAX_WAIT = 30  # seconds a GET may long-poll
 
 WAIT = OpenApiParameter(
     "wait",

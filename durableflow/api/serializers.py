@@ -182,7 +182,7 @@ def execution_or_id() -> PolymorphicProxySerializer:
 
 
 class StepRecordSerializer(serializers.ModelSerializer):
-    """One journal record (SPEC §14): key, kind, status, attempts, value, error, times."""
+    """One journal record: key, kind, status, attempts, value, error, times."""
 
     value = DurableValueField(read_only=True)
     error = DurableValueField(read_only=True)
