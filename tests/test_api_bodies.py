@@ -82,17 +82,23 @@ HOSTILE: dict[str, tuple[Callable[[], str], str]] = {
 
 
 def _post(client, body: bytes):
-    response = Api(client).post("executions/", raw=body)
-    return response
+    return Api(client).post("executions/", raw=body)
 
 
-def _best(call: Callable[[], object]) -> tuple[float, object]:
-    best, answer = float("inf"), None
+def _timed(client, body: bytes) -> tuple[float, object]:
+    began = time.perf_counter()
+    response = _post(client, body)
+    return time.perf_counter() - began, response
+
+
+def _best_of_each(client, *bodies: bytes) -> list[tuple[float, object]]:
+    """The best time (and an answer) of each body, taken in turns so that a busy machine slows all alike."""
+    best: list[tuple[float, object]] = [(float("inf"), None)] * len(bodies)
     for _ in range(RUNS):
-        began = time.perf_counter()
-        answer = call()
-        best = min(best, time.perf_counter() - began)
-    return best, answer
+        for i, body in enumerate(bodies):
+            seconds, response = _timed(client, body)
+            best[i] = (min(best[i][0], seconds), response)
+    return best
 
 
 def _encoded(text: str) -> bytes:
@@ -106,23 +112,16 @@ def starter(db, client, django_user_model, no_send):
     return client
 
 
-@pytest.fixture
-def plain_seconds(starter) -> float:
-    body = _encoded(plain_body())
-    assert MB * 0.95 < len(body) <= MB
-    seconds, response = _best(lambda: _post(starter, body))
-    assert response.status_code == 201, response.content[:300]
-    return seconds
-
-
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_a_hostile_body_is_refused_with_a_code_in_less_than_twice_a_plain_one(starter, plain_seconds, name):
+def test_a_hostile_body_is_refused_with_a_code_in_less_than_twice_a_plain_one(starter, name):
     build, code = HOSTILE[name]
-    body = _encoded(build())
+    body, plain = _encoded(build()), _encoded(plain_body())
     assert 0.9 * MB < len(body) <= body_limit(), len(body)
+    assert 0.95 * MB < len(plain) <= MB
 
-    seconds, response = _best(lambda: _post(starter, body))
+    (seconds, response), (plain_seconds, accepted) = _best_of_each(starter, body, plain)
 
+    assert accepted.status_code == 201, accepted.content[:300]
     body_json = error(response, response.status_code, code)
     assert 400 <= response.status_code < 500
     assert len(response.content) < 4096, f"{len(response.content)} bytes of error for a {len(body)} byte body"
