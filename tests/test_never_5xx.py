@@ -101,9 +101,16 @@ def test_hostile_bodies_are_4xx_on_every_endpoint_that_takes_one(root, targets, 
 
 
 def test_odd_paths_are_json_4xx(root, targets):
-    for path in ("executions/%C2%B2/", "executions/" + "x" * 10_000 + "/", "tokens/%0A/complete/", "documents/%00/",
-                 "nothing/" * 500):  # fmt: skip
-        response = root.get(PREFIX + path)
+    paths = ["executions/%C2%B2/", "executions/" + "x" * 10_000 + "/", "tokens/%0A/complete/", "nothing/" * 500]
+    for odd in ("%00", "%ED%A0%80", "a%00b"):  # a NUL (PostgreSQL refuses it in a query), a lone surrogate's bytes
+        paths += [f"executions/{odd}/", f"executions/{odd}/journal/", f"documents/{odd}/", f"documents/{odd}/revisions/"]
+        paths += [f"post:executions/{odd}/cancel/", f"post:tokens/{odd}/complete/", f"put:documents/{odd}/"]
+    for path in paths:
+        method, _, path = path.rpartition(":")
+        if method:
+            response = getattr(root, method)(PREFIX + path, "{}", content_type="application/json")
+        else:
+            response = root.get(PREFIX + path)
         assert 400 <= response.status_code < 500 and response["Content-Type"] == "application/json", path
 
 
@@ -183,3 +190,23 @@ json_text = st.recursive(
 def test_no_document_typed_in_the_admin_is_a_5xx(root, targets, name, document):
     add = reverse("admin:durableflow_workflowdocument_add")
     assert root.post(add, {"name": name, "document": document}).status_code in (200, 302)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "execution/a%00b/change/",
+        "execution/a%00b/do/cancel/",
+        "execution/%ED%A0%80/change/",
+        "execution/?workflow=a%00b",
+        "execution/?status=a%00b",
+        "execution/?q=a%00b",
+        "execution/?a%00b=1",
+        "workflowdocument/a%00b/change/",
+        "store/?q=%00",
+    ],
+)
+def test_a_nul_in_an_admin_url_is_not_a_5xx(root, targets, path):
+    # PostgreSQL refuses a NUL in a query's text: the admin must not make such a query.
+    response = root.get("/admin/durableflow/" + path, follow=True)
+    assert response.status_code in (200, 404), response.status_code

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import viewsets
-from rest_framework.exceptions import MethodNotAllowed, ValidationError
+from rest_framework.exceptions import MethodNotAllowed, NotFound, ValidationError
 from rest_framework.settings import api_settings
 
+from durableflow import values
 from durableflow.api import errors, throttles
 from durableflow.api.openapi import ApiAutoSchema
 from durableflow.api.parsers import StrictJSONParser
@@ -72,6 +73,14 @@ class ApiViewMixin:
         self._throttle(request, [t for t in self.get_throttles() if throttles.before_authentication(t)])
         super().initial(request, *args, **kwargs)  # negotiation, authentication, permissions, throttles
         self.check_query_params(request)
+        self.check_path(kwargs)
+
+    def check_path(self, kwargs: dict[str, Any]) -> None:
+        """404 for an id, name or token in the path that no row can hold (a NUL: PostgreSQL
+        refuses the query itself; a lone surrogate), before any query is made with it."""
+        for value in kwargs.values():
+            if isinstance(value, str) and values.text_fault(value) is not None:
+                raise NotFound("no such record: the path holds a character no name or id can")
 
     def answers(self, method: str) -> bool:
         """Whether this endpoint has a handler for ``method`` (OPTIONS: none, see metadata_class)."""
