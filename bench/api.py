@@ -20,7 +20,7 @@ def _request(path: str, **params: Any):
     from rest_framework.test import APIRequestFactory, force_authenticate
 
     request = APIRequestFactory().get(path, params, HTTP_HOST="localhost")  # an allowed host of the demo
-    force_authenticate(request, user=get_user_model()(username="bench", is_staff=True, is_active=True))
+    force_authenticate(request, user=get_user_model()(username="bench", is_superuser=True, is_active=True))
     return request
 
 

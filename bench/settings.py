@@ -2,11 +2,14 @@
 
 import os
 
-from project.settings import *  # noqa: F403
-from project.settings import INSTALLED_APPS, LOGGING
+os.environ.setdefault("DJANGO_SECRET_KEY", "durableflow-bench-only")  # the demo's settings want one
+
+from project.settings import *  # noqa: E402, F403
+from project.settings import INSTALLED_APPS, LOGGING  # noqa: E402
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
 DEBUG = False
+REST_FRAMEWORK: dict = {}  # the benchmark's requests come from one address, many times a second
 
 # The Celery-chain peer needs results; durableflow's own tasks ignore them.
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND")

@@ -26,6 +26,14 @@ def _setting(name: str, default=None):
     return default if value is None else value
 
 
+def _is_pickle(content: object) -> bool:
+    """Whether an accepted content is pickle, named so or by its MIME type (kombu takes both)."""
+    from kombu.serialization import registry
+
+    text = str(content).strip().lower()
+    return registry.type_to_name.get(text, text) == "pickle"
+
+
 @register()
 def check_settings(app_configs=None, **kwargs):
     from durableflow.conf import DEFAULTS, df_settings
@@ -59,7 +67,7 @@ def check_beat_schedule(app_configs=None, **kwargs):
 def check_celery_safety(app_configs=None, **kwargs):
     warnings = []
     accept = _setting("accept_content", ["json"])
-    if any("pickle" in str(content) for content in accept):
+    if any(_is_pickle(content) for content in accept):
         warnings.append(
             Warning(
                 "Celery accepts pickle messages: anyone who can publish to the broker can run code.",

@@ -27,8 +27,9 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_QUEUE": "durableflow",
     # Retry policy of steps without retry=; one attempt unless set.
     "DEFAULT_RETRY": None,
-    # DRF permission classes of the REST API (dotted paths or classes), for every endpoint.
-    "API_PERMISSION_CLASSES": ["durableflow.api.permissions.IsStaffOrModelPermission"],
+    # DRF permission classes of the REST API (dotted paths or classes), for every endpoint. By
+    # default Django's model permissions, as the admin checks them (is_staff grants nothing).
+    "API_PERMISSION_CLASSES": ["durableflow.api.permissions.ModelPermission"],
     # Workflows the REST API may start: None (every registered one) or a list of names. A name
     # outside the list answers 404 UNKNOWN_WORKFLOW over the API; Python can still start it.
     "API_WORKFLOWS": None,

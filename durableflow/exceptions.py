@@ -12,7 +12,8 @@ source), and this tree names the class that carries each::
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
-    │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA
+    │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
+    │                             INVALID_DELAY (ctx.step.sleep)
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
@@ -127,7 +128,7 @@ CODES: dict[str, str] = {
     "UNDECLARED_STATE": "a transition names a state that its scope does not declare",
     "MISSING_OTHERWISE": "a choose state has no otherwise branch",
     "EMPTY_WAIT": "an on state has neither an event branch nor an after delay",
-    "INVALID_DELAY": "an after delay is not a non-negative number of milliseconds",
+    "INVALID_DELAY": "a sleep's seconds or an after delay's milliseconds are not a number from 0 to a century",
     "INVALID_LIMIT": "a state's limit is not a positive integer",
     "NESTING_TOO_DEEP": "flows are nested deeper than 64 levels",
     "UNBOUNDED_CYCLE": "a cycle of automatic transitions passes no state with a limit",
@@ -161,7 +162,7 @@ CODES: dict[str, str] = {
     "INVALID_JSON": "the request body is not JSON (or nests deeper than a durable value can)",
     "INVALID_REQUEST": "a field or query parameter is missing, unknown or of the wrong type",
     "NOT_AUTHENTICATED": "the request carries no valid credentials",
-    "PERMISSION_DENIED": "the user may not do this (staff or the model permission is needed), or CSRF failed",
+    "PERMISSION_DENIED": "the user may not do this (the model permission is needed), or CSRF failed",
     "METHOD_NOT_ALLOWED": "the endpoint does not answer this HTTP method",
     "NOT_ACCEPTABLE": "the API answers JSON only",
     "UNSUPPORTED_MEDIA_TYPE": "the API reads application/json bodies only",

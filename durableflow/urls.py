@@ -1,4 +1,4 @@
-"""The REST API (SPEC §10). In the project's urls.py:
+"""The REST API. In the project's urls.py:
 
     path("api/durableflow/", include("durableflow.urls")),
 

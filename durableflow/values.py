@@ -22,18 +22,22 @@ and a refusal never reaches the database:
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
 import sys
 import traceback
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from durableflow import exceptions
 
 __all__ = [
     "encode",
     "decode",
+    "parse_json",
+    "cycle_collection_paused",
     "roundtrip",
     "invalid_reason",
     "text_fault",
@@ -83,6 +87,8 @@ def _first_fault(value: Any) -> tuple[str, str] | None:
             elif kind is dict or kind is list:
                 if len(path) >= MAX_DEPTH:
                     return _pointer(path, key), f"nesting deeper than {MAX_DEPTH} levels"
+                if not item:
+                    continue  # nothing to enter: a body of 300,000 empty lists is walked 6x faster
                 if kind is dict:
                     why = _keys_fault(item)
                     if why is not None:
@@ -183,6 +189,52 @@ def encode(value: Any, *, code: str = "INVALID_STEP_VALUE", max_bytes: int | Non
 
 def decode(text: str) -> Any:
     return json.loads(text)
+
+
+def parse_json(text: str) -> Any:
+    """JSON text typed or sent by someone (a request body, an admin form) as Python data.
+
+    RFC 8259 only (``NaN`` and ``Infinity`` are not JSON), in time linear in the text's length
+    whatever it holds: the standard library's C decoder, with nothing scanned beforehand. Its
+    own recursion guard stops a nesting deeper than Python's recursion limit allows; shallower
+    nesting past ``MAX_DEPTH`` is parsed, so that ``encode`` refuses it with the JSON pointer
+    of the offender, as for a value made in Python. Raises ``ValueError`` with a message that
+    quotes nothing of the text.
+    """
+    try:
+        with cycle_collection_paused():
+            return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError(f"it nests deeper than a durable value may ({MAX_DEPTH} levels)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError as exc:
+        if str(exc).startswith("Exceeds the limit"):  # int() of a literal past sys.int_info's digit limit
+            raise ValueError(f"an integer has more than {sys.get_int_max_str_digits()} digits") from None
+        raise
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """Hold off the cyclic garbage collector while a large value is built (parsed, compiled).
+
+    A body of 300,000 small lists, or a 10,000-state document, allocates enough containers
+    to set off full collections, each a walk over every object the process holds: in a
+    loaded Django process that tripled or quadrupled the time, at random. Building JSON data
+    makes no reference cycles, so reference counting frees all it drops meanwhile.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
 
 
 def roundtrip(value: Any, **kwargs: Any) -> tuple[str, Any]:

@@ -9,14 +9,23 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from durableflow import dispatch, transport
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DURABLEFLOW_VAR_DIR", BASE_DIR / "var"))
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "durableflow-demo-insecure-key")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+# No fallback: a well-known key lets anyone sign sessions. ``./run demo`` makes one (kept in
+# var/demo/secret-key); anywhere else, set DJANGO_SECRET_KEY.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "Set DJANGO_SECRET_KEY (a long random string, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(50))'); ./run demo sets one itself."
+    )
+# Off unless asked for (DJANGO_DEBUG=1): a debug error page shows the settings, DATABASE_URL included.
+DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
 
 INSTALLED_APPS = [
@@ -143,6 +152,17 @@ DURABLEFLOW = {
     "LEASE_SECONDS": 60,
     "SWEEP_INTERVAL": 1.0,
     "DEFAULT_QUEUE": "durableflow",
+}
+
+# The REST API takes these throttles (see durableflow/api/throttles.py): per client address,
+# counted before authentication, so that wrong Basic passwords (0.4 s of hashing each) are cut
+# too; then per user. Counted in the default cache (per process here; share it in production).
+REST_FRAMEWORK = {
+    "DEFAULT_THROTTLE_CLASSES": [
+        "durableflow.api.throttles.AddressRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {"address": "300/minute", "user": "1200/minute"},
 }
 
 # The Swagger UI's assets come from drf-spectacular-sidecar: no CDN is needed.

@@ -35,11 +35,13 @@ class Api:
         return self
 
 
-def make_user(django_user_model, name: str, *permissions: str, staff: bool = False):
-    """A user with exactly these ``durableflow.*`` permissions (codenames)."""
+def make_user(django_user_model, name: str, *permissions: str, staff: bool = False, superuser: bool = False):
+    """A user with exactly these ``durableflow.*`` permissions (codenames); a superuser holds all."""
     from django.contrib.auth.models import Permission
 
-    user = django_user_model.objects.create_user(name, f"{name}@example.com", "pw", is_staff=staff)
+    user = django_user_model.objects.create_user(
+        name, f"{name}@example.com", "pw", is_staff=staff or superuser, is_superuser=superuser
+    )
     granted = Permission.objects.filter(content_type__app_label="durableflow", codename__in=permissions)
     user.user_permissions.set(granted)
     return user
@@ -57,8 +59,8 @@ def no_send(monkeypatch):
 
 @pytest.fixture
 def api(db, client, django_user_model, no_send) -> Api:
-    """A staff user's client (staff may do everything by default)."""
-    return Api(client).login(make_user(django_user_model, "staff", staff=True))
+    """A superuser's client (who holds every permission)."""
+    return Api(client).login(make_user(django_user_model, "root", superuser=True))
 
 
 def error(response, status: int, code: str) -> dict[str, Any]:

@@ -211,8 +211,8 @@ def test_an_invalid_payload_is_refused_at_its_json_pointer(db, admin_client, mon
     nul = admin_client.post(action_url(execution.id, "signal"), {"name": "go", "payload": '{"a": ["x\\u0000"]}'})
 
     assert "Not valid JSON: Expecting property name enclosed in double quotes" in text(syntax)
-    assert "Not valid JSON: NaN is not JSON data" in text(nan)
-    assert "Not a durable value: not a durable value at /a/0" in text(nul)
+    assert "Not valid JSON: NaN is not JSON (RFC 8259 has no NaN or Infinity)" in text(nan)
+    assert "INVALID_PAYLOAD: payload: not a durable value at /a/0" in text(nul)
     assert sent == []
 
 

@@ -134,8 +134,10 @@ def test_the_payload_field_takes_json_data_and_empty_means_null():
     "typed, message",
     [
         ("{a: 1}", "Not valid JSON: Expecting property name"),
-        ("[Infinity]", "Not valid JSON: Infinity is not JSON data"),
-        ('{"deep": 9223372036854775808}', "Not a durable value: not a durable value at /deep"),
+        ("[Infinity]", "Not valid JSON: Infinity is not JSON"),
+        ('{"deep": 9223372036854775808}', "INVALID_PAYLOAD: payload: not a durable value at /deep"),
+        ("[" * 100_000, "Not valid JSON: it nests deeper than a durable value may"),
+        ("[" * 600 + "]" * 600, "INVALID_PAYLOAD: payload: not a durable value at " + "/0" * 512),
     ],
 )
 def test_the_payload_field_refuses_what_is_not_a_durable_value(typed, message):

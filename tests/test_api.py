@@ -159,7 +159,9 @@ def test_wait_answers_at_once_for_a_finished_run_and_after_the_wait_for_an_unfin
     error(api.get("executions/nope/?wait=1"), 404, "NOT_FOUND")
 
 
-@pytest.mark.parametrize("wait", ["31", "-1", "nan", "inf", "1e1", "", "0x10", "5000000000"])
+@pytest.mark.parametrize(
+    "wait", ["31", "-1", "nan", "inf", "1e1", "", "0x10", "5000000000", "%C2%B2", "%D9%A1", "1%0A", "9" * 5000]
+)
 def test_wait_is_a_number_of_seconds_up_to_30(api, wait):
     execution = durableflow.start("t.steps")
     body = error(api.get(f"executions/{execution.id}/?wait={wait}"), 400, "INVALID_REQUEST")
@@ -327,6 +329,13 @@ def test_lists_filter_by_status_workflow_parent_and_root(api):
         ("ordering=-id", "ordering"),
         ("page_size=10000000", "page_size"),
         ("page_size=0", "page_size"),
+        ("page_size=%C2%B2", "page_size"),  # ², which str.isdigit() takes and int() refuses
+        ("page_size=%E2%91%A0", "page_size"),  # ①
+        ("page_size=%D9%A1", "page_size"),  # ١, an Arabic-Indic one that int() reads as 1
+        ("page_size=" + "9" * 5000, "page_size"),
+        ("page_size=+5", "page_size"),
+        ("cursor=" + "W" * 1024, "cursor"),
+        ("cursor=" + "WwpbW1tb" * 100, "cursor"),  # base64 of deep brackets
         ("cursor=!!!", "cursor"),
         ("cursor=WyJ4Il0", "cursor"),  # base64 of '["x"]'
         ("workflow=a%00b", "workflow"),
@@ -338,6 +347,15 @@ def test_lists_filter_by_status_workflow_parent_and_root(api):
 def test_unknown_or_invalid_list_parameters_are_400(api, query, field):
     body = error(api.get(f"executions/?{query}"), 400, "INVALID_REQUEST")
     assert field in body["detail"]
+
+
+@pytest.mark.parametrize("size", ["%C2%B2", "%E2%91%A0", "%D9%A1", "9" * 5000, "%EF%BC%95"])
+def test_odd_digits_in_page_size_are_400_on_every_list(api, size):
+    execution = durableflow.start("t.steps")
+    operations.save_document("paged", {"$workflow": "0.2", "initial": "d", "states": {"d": {"final": True}}})
+    for path in ("executions/", f"executions/{execution.id}/journal/", "documents/", "documents/paged/revisions/"):
+        body = error(api.get(f"{path}?page_size={size}"), 400, "INVALID_REQUEST")
+        assert "page_size" in body["detail"], path
 
 
 def test_a_forged_cursor_only_moves_the_position(api):
@@ -478,3 +496,28 @@ def test_the_demo_serves_swagger_ui_from_local_assets(api):
     html = page.content.decode()
     assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in html  # no CDN
     assert "/api/durableflow/schema/" in html
+
+
+def test_a_journal_page_ends_before_4_mb_of_values_and_holds_one_record_at_least(api):
+    execution = durableflow.start("t.loop", {"n": 0})
+    big = "x" * 900_000
+    StepRecord.objects.bulk_create(
+        [StepRecord(execution_id=execution.id, key=f"s{i}", kind="run", status="completed", value=big)
+         for i in range(10)]
+        + [StepRecord(execution_id=execution.id, key="huge", kind="run", status="completed", value="y" * 5_000_000)]
+        + [StepRecord(execution_id=execution.id, key=f"t{i}", kind="run", status="completed", value=i)
+           for i in range(3)],
+    )  # fmt: skip
+
+    pages, url = [], f"/api/durableflow/executions/{execution.id}/journal/?page_size=1000"
+    while url:
+        response = api.client.get(url)
+        assert len(response.content) < 6_000_000
+        pages.append([record["key"] for record in response.json()["results"]])
+        url = response.json()["next"]
+
+    assert pages == [[f"s{i}" for i in range(4)], [f"s{i}" for i in range(4, 8)], ["s8", "s9"], ["huge"],
+                     ["t0", "t1", "t2"]]  # fmt: skip
+    back = api.client.get(api.get(f"executions/{execution.id}/journal/?page_size=3").json()["next"]).json()
+    previous = api.client.get(back["previous"]).json()
+    assert [record["key"] for record in previous["results"]] == ["s0", "s1", "s2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from django.test import override_settings
 
 from durableflow.models import Execution, WorkflowDocument
@@ -87,6 +88,32 @@ def test_reading_documents_their_revisions_and_one_revision(api):
     error(api.get(f"documents/{name}/?revision=x"), 400, "INVALID_REQUEST")
     error(api.get(f"documents/{uid('nothing')}/"), 404, "NOT_FOUND")
     error(api.get(f"documents/{uid('nothing')}/revisions/"), 404, "NOT_FOUND")
+
+
+def test_the_revisions_page_by_their_own_cursor_and_page_size(api):
+    name = uid("doc")
+    api.post("documents/", {"name": name, "document": DONE})
+    for label in "bcd":
+        api.put(f"documents/{name}/", {"document": {**DONE, "revision": label}})
+
+    first = api.get(f"documents/{name}/revisions/?page_size=3").json()
+    rest = api.client.get(first["next"])
+
+    assert rest.status_code == 200, rest.content
+    assert [row["revision"] for row in first["results"] + rest.json()["results"]] == [4, 3, 2, 1]
+    assert rest.json()["next"] is None
+    back = api.client.get(rest.json()["previous"]).json()
+    assert [row["revision"] for row in back["results"]] == [4, 3, 2]
+    error(api.get(f"documents/{name}/revisions/?page_size=%C2%B2"), 400, "INVALID_REQUEST")
+    error(api.get(f"documents/{name}/revisions/?revision=1"), 400, "INVALID_REQUEST")
+
+
+@pytest.mark.parametrize("revision", ["%C2%B2", "%E2%91%A0", "%D9%A1", "9" * 5000, "0", "-1", "+1", " 1", "1.0", "2147483648"])
+def test_a_revision_is_ascii_digits_in_the_columns_range(api, revision):
+    name = uid("doc")
+    api.post("documents/", {"name": name, "document": DONE})
+    body = error(api.get(f"documents/{name}/?revision={revision}"), 400, "INVALID_REQUEST")
+    assert body["detail"] == {"revision": ["an integer from 1 to 2147483647"]}
 
 
 def test_the_list_pages_by_name(api):

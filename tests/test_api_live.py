@@ -19,10 +19,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def user(live_db):
-    """A staff user with a password, committed (not django_user_model: it opens a test transaction)."""
+    """A superuser with a password, committed (not django_user_model: it opens a test transaction)."""
     from django.contrib.auth import get_user_model
 
-    user = make_user(get_user_model(), uid("api"), staff=True)
+    user = make_user(get_user_model(), uid("api"), superuser=True)
     yield user
     user.delete()
 

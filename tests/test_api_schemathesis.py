@@ -56,7 +56,7 @@ def wsgi_app():
 def api_schema(db, django_user_model, no_send, wsgi_app):
     import durableflow
 
-    make_user(django_user_model, "fuzzer", staff=True)
+    make_user(django_user_model, "fuzzer", superuser=True)
     # Something to find: generated ids will not exist, but the lists are not empty.
     for workflow in ("t.steps", "t.loop"):
         durableflow.start(workflow, {"n": 1})

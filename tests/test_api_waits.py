@@ -72,7 +72,7 @@ def test_signals_are_sent_to_an_unfinished_execution(api):
 @pytest.mark.parametrize(
     ("path", "body", "permission"),
     [
-        ("events/", {"type": "t.event"}, "add_event"),
+        ("events/", {"type": "t.event"}, "change_execution"),
         ("tokens/nobody-waits/complete/", {}, "change_execution"),
         ("executions/nobody/signals/", {"name": "go"}, "change_execution"),
     ],

@@ -42,3 +42,11 @@ def test_unsafe_celery_settings_are_reported():
     assert checks.check_celery_safety() == []
     with override_settings(CELERY_ACCEPT_CONTENT=["json", "pickle"], CELERY_TASK_ACKS_LATE=False):
         assert [w.id for w in checks.check_celery_safety()] == ["durableflow.W002", "durableflow.W003"]
+
+
+@pytest.mark.parametrize("accept", [["application/x-python-serialize"], ["json", "Application/X-Python-Serialize"]])
+def test_pickle_named_by_its_mime_type_is_reported_too(accept):
+    with override_settings(CELERY_ACCEPT_CONTENT=accept):
+        assert [w.id for w in checks.check_celery_safety()] == ["durableflow.W002"]
+    with override_settings(CELERY_ACCEPT_CONTENT=["json", "application/json", "msgpack"]):
+        assert checks.check_celery_safety() == []

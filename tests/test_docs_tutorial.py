@@ -72,7 +72,7 @@ from django.test import Client
 from django.test.utils import setup_test_environment
 
 setup_test_environment()
-user = get_user_model().objects.create_user("api-user", password="pw", is_staff=True)
+user = get_user_model().objects.create_superuser("api-user", password="pw")
 client = Client()
 print("ANONYMOUS", client.get("/api/durableflow/executions/").status_code)
 client.force_login(user)

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.utils import timezone
 
+from durableflow import values
 from durableflow.admin.actions import SteeringMixin
 from durableflow.admin.paging import EstimatedCountPaginator
 
@@ -61,6 +63,19 @@ class RecordAdmin(SteeringMixin, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def get_object(self, request, object_id, from_field=None):
+        # No row can have an id with a NUL (PostgreSQL refuses the query itself) or a lone
+        # surrogate: the record does not exist, as for any other unknown id.
+        if values.text_fault(str(object_id)) is not None:
+            return None
+        return super().get_object(request, object_id, from_field)
+
+    def get_changelist_instance(self, request):
+        # The same for a filter's or a search's value: Django's answer to a bad lookup.
+        if any(values.text_fault(value) is not None for value in _query_values(request)):
+            raise IncorrectLookupParameters("a query parameter holds a character no stored text can")
+        return super().get_changelist_instance(request)
+
     def get_readonly_fields(self, request, obj=None):
         return [name for _, options in self.get_fieldsets(request, obj) for name in _flatten(options["fields"])]
 
@@ -78,6 +93,12 @@ class RecordAdmin(SteeringMixin, admin.ModelAdmin):
             if context:
                 shown.append((panel, context))
         return shown
+
+
+def _query_values(request):
+    for key, given in request.GET.lists():
+        yield key
+        yield from given
 
 
 def _flatten(fields):

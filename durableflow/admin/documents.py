@@ -16,16 +16,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from durableflow import exceptions, operations, values
+from durableflow import exceptions, operations
 from durableflow.admin.actions import Action
 from durableflow.admin.base import Panel, RecordAdmin
 from durableflow.admin.forms import JsonField
-from durableflow.conf import df_settings
 from durableflow.documents import diagram
 from durableflow.documents.compiler import compile_document
 from durableflow.documents.source import check_name
@@ -40,28 +38,12 @@ WHOLE_CHARS = 20_000
 FRAGMENT_LINES = 200
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON data")
-
-
 class DocumentField(JsonField):
-    """JSON typed in a textarea, kept in the order it was written (the codec's check only)."""
+    """JSON typed in a textarea, parsed as the API parses a body; the form's ``clean`` compiles
+    it, which gives the verdict the API gives (``DOCUMENT_NOT_JSON`` with the pointer...)."""
 
-    def to_python(self, value: Any) -> Any:
-        text = forms.CharField.to_python(self, value)
-        if text in self.empty_values:
-            return None
-        try:
-            parsed = json.loads(text, parse_constant=_refuse_constant)
-        except ValueError as exc:
-            raise ValidationError(self.error_messages["syntax"], params={"error": exc}) from None
-        except RecursionError:
-            raise ValidationError(self.error_messages["syntax"], params={"error": "nested too deeply"}) from None
-        try:
-            values.encode(parsed, code="INVALID_PARAMS", max_bytes=df_settings.MAX_PAYLOAD_BYTES)
-        except exceptions.WorkflowValueError as exc:
-            raise ValidationError(self.error_messages["value"], code=exc.code, params={"error": exc.message}) from None
-        return parsed
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(verdict=None, **kwargs)
 
 
 class DocumentForm(forms.ModelForm):

@@ -1,40 +1,46 @@
 """The inputs of the admin's actions: a JSON payload field and the action forms.
 
-A form only validates what the operator typed (JSON syntax, a durable value within the
-payload limit); whether the action may happen is the verb's decision, made when it runs.
+A form only validates what the operator typed, with the same code as the REST API and the
+verb: the JSON is parsed by ``values.parse_json`` (the API's parser), a payload is checked by
+the check ``signal`` and ``complete_token`` run (``INVALID_PAYLOAD``, ``PAYLOAD_TOO_LARGE``
+with the JSON pointer). Whether the action may happen is the verb's decision, made when it runs.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from django import forms
 from django.core.exceptions import ValidationError
 
 from durableflow import exceptions, values
 from durableflow.conf import df_settings
+from durableflow.engine.waits import check_payload
 
 __all__ = ["JsonField", "ActionForm", "ReasonForm", "PayloadForm", "SignalForm", "TokenForm", "ForkForm"]
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON data")
+def payload_verdict(value: Any) -> Any:
+    """What the verbs make of a payload (``WorkflowValueError`` if it is not one)."""
+    return check_payload(value, df_settings.MAX_PAYLOAD_BYTES)
 
 
 class JsonField(forms.CharField):
-    """A durable value typed as JSON; empty means ``null`` unless ``required``."""
+    """A durable value typed as JSON; empty means ``null`` unless ``required``.
+
+    ``verdict(value)`` returns the value as the verb takes it or raises ``WorkflowValueError``
+    (a payload's check by default; None: the form's ``clean`` decides, as for a document).
+    """
 
     widget = forms.Textarea(
         attrs={"rows": 6, "cols": 60, "class": "vLargeTextField df-json-input", "spellcheck": "false"}
     )
-    default_error_messages = {
-        "syntax": "Not valid JSON: %(error)s.",
-        "value": "Not a durable value: %(error)s",
-    }
+    default_error_messages = {"syntax": "Not valid JSON: %(error)s."}
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, verdict: Callable[[Any], Any] | None = payload_verdict, **kwargs: Any) -> None:
         kwargs.setdefault("strip", True)
+        self.verdict = verdict
         super().__init__(**kwargs)
 
     def to_python(self, value: Any) -> Any:
@@ -42,14 +48,15 @@ class JsonField(forms.CharField):
         if text in self.empty_values:
             return None
         try:
-            parsed = json.loads(text, parse_constant=_refuse_constant)
+            parsed = values.parse_json(text)
         except ValueError as exc:
-            raise ValidationError(self.error_messages["syntax"], params={"error": exc}) from None
+            raise ValidationError(self.error_messages["syntax"], code="INVALID_JSON", params={"error": exc}) from None
+        if self.verdict is None:
+            return parsed
         try:
-            _, decoded = values.roundtrip(parsed, code="INVALID_PARAMS", max_bytes=df_settings.MAX_PAYLOAD_BYTES)
+            return self.verdict(parsed)
         except exceptions.WorkflowValueError as exc:
-            raise ValidationError(self.error_messages["value"], code=exc.code, params={"error": exc.message}) from None
-        return decoded
+            raise ValidationError(f"{exc.code}: {exc.message}", code=exc.code) from None
 
     def prepare_value(self, value: Any) -> Any:
         if isinstance(value, str) or value is None:

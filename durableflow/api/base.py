@@ -1,10 +1,11 @@
 """What every API view shares: JSON in and out, the permission classes, the error shape, and
 no query parameter that nobody declared.
 
-A resource's views (``executions.py``, ``workflows.py``; later events, tokens, stores,
-documents) subclass ``ApiViewSet`` and declare, per action, the model permission it needs
-(``required_permissions``) and the query parameters it reads (``extra_query_params``, plus
-its filter set's and paginator's). They call ``durableflow.operations`` for every change.
+A resource's views (``executions.py``, ``workflows.py``, ``waits.py``, ``documents.py``)
+subclass ``ApiViewSet`` and declare, per action, the model permission it needs
+(``required_permissions``, see ``permissions.py``) and the query parameters it reads
+(``extra_query_params``, plus its filter set's and paginator's). They call
+``durableflow.operations`` for every change.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework import viewsets
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import MethodNotAllowed, NotFound, ValidationError
 from rest_framework.settings import api_settings
 
-from durableflow.api import errors
+from durableflow import values
+from durableflow.api import errors, throttles
 from durableflow.api.openapi import ApiAutoSchema
 from durableflow.api.parsers import StrictJSONParser
 from durableflow.api.permissions import permission_classes
@@ -43,6 +45,19 @@ class ApiViewMixin:
         # attribute is read once, at import).
         return [authentication() for authentication in api_settings.DEFAULT_AUTHENTICATION_CLASSES]
 
+    def get_throttles(self):
+        # The project's, read when the request comes, as its authentication classes are.
+        return [throttle() for throttle in api_settings.DEFAULT_THROTTLE_CLASSES]
+
+    def check_throttles(self, request) -> None:
+        """DRF's check (after authentication) of the throttles that look at the user."""
+        self._throttle(request, [t for t in self.get_throttles() if not throttles.before_authentication(t)])
+
+    def _throttle(self, request, checked) -> None:
+        waits = [throttle.wait() for throttle in checked if not throttle.allow_request(request, self)]
+        if waits:
+            self.throttled(request, max((wait for wait in waits if wait is not None), default=None))
+
     def get_permissions(self):
         return [permission() for permission in permission_classes()]
 
@@ -50,8 +65,27 @@ class ApiViewMixin:
         return errors.exception_handler
 
     def initial(self, request, *args, **kwargs) -> None:
+        if not self.answers(request.method):
+            # 405 before the permission check (which would refuse a method no action names):
+            # which methods an endpoint answers is no secret, its schema says so.
+            raise MethodNotAllowed(request.method)
+        # Before the credentials are checked (a wrong password costs its hash): see throttles.py.
+        self._throttle(request, [t for t in self.get_throttles() if throttles.before_authentication(t)])
         super().initial(request, *args, **kwargs)  # negotiation, authentication, permissions, throttles
         self.check_query_params(request)
+        self.check_path(kwargs)
+
+    def check_path(self, kwargs: dict[str, Any]) -> None:
+        """404 for an id, name or token in the path that no row can hold (a NUL: PostgreSQL
+        refuses the query itself; a lone surrogate), before any query is made with it."""
+        for value in kwargs.values():
+            if isinstance(value, str) and values.text_fault(value) is not None:
+                raise NotFound("no such record: the path holds a character no name or id can")
+
+    def answers(self, method: str) -> bool:
+        """Whether this endpoint has a handler for ``method`` (OPTIONS: none, see metadata_class)."""
+        method = method.lower()
+        return method in self.http_method_names and method != "options" and hasattr(self, method)
 
     def allowed_query_params(self) -> set[str]:
         action = getattr(self, "action", None) or self.request.method.lower()

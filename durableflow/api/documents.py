@@ -1,4 +1,4 @@
-"""``documents/``: workflow documents (SPEC §8, §14), one revision per save.
+"""``documents/``: workflow documents, one revision per save.
 
 ``POST documents/`` ``{"name", "document"}`` saves revision 1 of a new name (201);
 ``PUT documents/{name}/`` ``{"document"}`` saves the next revision (200; the same document
@@ -12,22 +12,24 @@ lists them all. A valid document is started like any workflow: ``POST executions
 from __future__ import annotations
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer
 from rest_framework import serializers
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from durableflow import exceptions, operations
+from durableflow.api import params
 from durableflow.api.base import ApiViewSet
 from durableflow.api.openapi import document as describe
 from durableflow.api.pagination import KeysetPagination
-from durableflow.api.serializers import DurableValueField, StrictSerializer, TextField
+from durableflow.api.permissions import may_view
+from durableflow.api.serializers import DurableValueField, StrictSerializer, TextField, whole_or
 from durableflow.models import WorkflowDocument
 from durableflow.orm import db_alias
 
 __all__ = ["DocumentViewSet"]
 
+MAX_REVISION = 2**31 - 1  # the column's range
 REVISION = OpenApiParameter("revision", OpenApiTypes.INT, description="a revision number (default: the newest)")
 
 
@@ -80,6 +82,17 @@ class RevisionSerializer(RevisionSummarySerializer):
         read_only_fields = fields
 
 
+class RevisionNameSerializer(serializers.Serializer):
+    """A revision the caller saved but may not read (no view permission): which it is."""
+
+    name = serializers.CharField(read_only=True)
+    revision = serializers.IntegerField(read_only=True)
+
+
+def revision_or_name() -> PolymorphicProxySerializer:
+    return whole_or("RevisionOrName", RevisionSerializer, RevisionNameSerializer)
+
+
 class DocumentViewSet(ApiViewSet):
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
@@ -92,6 +105,7 @@ class DocumentViewSet(ApiViewSet):
         "update": "change",
     }
     pagination_class = DocumentPagination
+    list_actions = frozenset({"list", "revisions"})  # each reads its paginator's cursor and page_size
     extra_query_params = {"retrieve": frozenset({"revision"})}
     serializer_class = RevisionSerializer
 
@@ -115,36 +129,40 @@ class DocumentViewSet(ApiViewSet):
     @describe(
         summary="Save a new workflow document (revision 1); 400 with code and detail.pointer if invalid",
         request=CreateSerializer,
-        responses={201: RevisionSerializer},
+        responses={201: revision_or_name()},
     )
     def create(self, request):
         data = self._valid(CreateSerializer, request)
         row, _ = operations.save_document(data["name"], data["document"], new=True)
-        return Response(RevisionSerializer(row).data, status=201)
+        return self._saved(request, row, status=201)
 
     @describe(summary="A document's newest revision (or ?revision=), with its compiled form", parameters=[REVISION])
     def retrieve(self, request, name: str):
         rows = self.get_queryset().named(name)
-        raw = request.query_params.get("revision")
-        if raw is not None:
-            if not raw.isdigit() or len(raw) > 9:
-                raise ValidationError({"revision": ["a revision number"]})
-            rows = rows.filter(revision=int(raw))
+        revision = params.integer(request, "revision", low=1, high=MAX_REVISION)
+        if revision is not None:
+            rows = rows.filter(revision=revision)
         row = rows.first()
         if row is None:
-            which = f"{name!r} revision {raw}" if raw else repr(name)
+            which = f"{name!r} revision {revision}" if revision else repr(name)
             raise exceptions.ExecutionNotFound(message=f"no workflow document {which}")
         return Response(RevisionSerializer(row).data)
 
     @describe(
         summary="Save the next revision; running executions keep theirs. 400 with code and detail.pointer if invalid",
         request=UpdateSerializer,
-        responses=RevisionSerializer,
+        responses=revision_or_name(),
     )
     def update(self, request, name: str):
         data = self._valid(UpdateSerializer, request)
         row, _ = operations.save_document(name, data["document"], new=False)
-        return Response(RevisionSerializer(row).data)
+        return self._saved(request, row)
+
+    def _saved(self, request, row, status: int = 200) -> Response:
+        """The saved revision: whole if the caller may read documents, else which it is (the same
+        document again answers the existing revision, which another author may have written)."""
+        data = RevisionSerializer(row).data if may_view(self, request) else {"name": row.name, "revision": row.revision}
+        return Response(data, status=status)
 
     @describe(summary="A document's revisions, newest first", responses=RevisionSummarySerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=RevisionPagination)

@@ -10,6 +10,7 @@ A capability that adds a conflict or a missing thing adds its code to ``STATUS_B
 
 from __future__ import annotations
 
+import re
 from typing import Any, NamedTuple
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -22,7 +23,7 @@ from rest_framework.views import set_rollback
 from durableflow import exceptions
 from durableflow.api.parsers import PayloadTooLarge
 
-__all__ = ["exception_handler", "ApiError", "STATUS_BY_CODE", "HTTP_CODES", "error_body", "not_found"]
+__all__ = ["exception_handler", "ApiError", "STATUS_BY_CODE", "HTTP_CODES", "error_body", "bounded", "not_found"]
 
 # durableflow codes whose HTTP status is not 400 (a refused start or value is a 400).
 STATUS_BY_CODE: dict[str, int] = {
@@ -80,10 +81,49 @@ class ApiError(drf.APIException):
 
 
 def error_body(code: str, message: str, detail: Any = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"code": code, "message": message}
+    """The one error shape, bounded: an answer quotes at most a short excerpt of any input."""
+    body: dict[str, Any] = {"code": code, "message": bounded(message)}
     if detail:
-        body["detail"] = detail
+        body["detail"] = _bounded_detail(detail)
     return body
+
+
+# An error answer is a few KB at most, whatever the input it refuses holds (a 1 MB name, a
+# body of 100,000 unknown members): messages quote an excerpt, detail keeps the first entries.
+MAX_MESSAGE = 600
+MAX_KEY = 100
+MAX_TEXT = 1100  # a JSON pointer 512 levels deep
+MAX_ENTRIES = 20
+_LONG_WORD = re.compile(r"\S{81,}")
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text`` with each run of more than 80 non-blank characters (a quoted input, most
+    likely) cut to an excerpt, and the whole to ``limit``."""
+    text = _LONG_WORD.sub(_excerpt, text)
+    return text if len(text) <= limit else f"{text[: limit - 120]} … {text[-100:]}"
+
+
+def _excerpt(match: re.Match[str]) -> str:
+    word = match.group()
+    return f"{word[:60]}…{word[-12:]}"
+
+
+def _bounded_detail(detail: Any) -> Any:
+    if isinstance(detail, str):
+        return detail if len(detail) <= MAX_TEXT else f"{detail[: MAX_TEXT - 1]}…"
+    if isinstance(detail, dict):
+        items = list(detail.items())
+        entries = {bounded(str(key), MAX_KEY): _bounded_detail(value) for key, value in items[:MAX_ENTRIES]}
+        if len(items) > MAX_ENTRIES:
+            entries["…"] = f"and {len(items) - MAX_ENTRIES} more"
+        return entries
+    if isinstance(detail, (list, tuple)):
+        first = [_bounded_detail(item) for item in detail[:MAX_ENTRIES]]
+        if len(detail) > MAX_ENTRIES:
+            first.append(f"and {len(detail) - MAX_ENTRIES} more")
+        return first
+    return detail
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

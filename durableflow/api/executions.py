@@ -7,7 +7,6 @@ on the alias the project's routers choose, a page at a time off an index.
 
 from __future__ import annotations
 
-import re
 from urllib.parse import quote
 
 from django_filters.rest_framework import DjangoFilterBackend
@@ -17,11 +16,14 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
-from durableflow import operations
+from durableflow import exceptions, operations
+from durableflow.api import params
 from durableflow.api.base import ApiViewSet
+from durableflow.api.errors import ApiError
 from durableflow.api.filters import ExecutionFilter
 from durableflow.api.openapi import document
 from durableflow.api.pagination import ExecutionPagination, JournalPagination
+from durableflow.api.permissions import may_view
 from durableflow.api.serializers import (
     CancelSerializer,
     ExecutionSerializer,
@@ -30,6 +32,7 @@ from durableflow.api.serializers import (
     StartSerializer,
     StepRecordSerializer,
     StrictSerializer,
+    execution_or_id,
 )
 from durableflow.api.waits import SatisfiedSerializer, SignalSerializer
 from durableflow.api.workflows import check_exposed
@@ -37,8 +40,7 @@ from durableflow.models import Execution, StepRecord
 
 __all__ = ["ExecutionViewSet", "MAX_WAIT"]
 
-MAX_WAIT = 30  # seconds a GET may long-poll (SPEC §14)
-_SECONDS = re.compile(r"^\d{1,3}(\.\d{1,6})?$")
+MAX_WAIT = 30  # seconds a GET may long-poll
 
 WAIT = OpenApiParameter(
     "wait",
@@ -49,7 +51,8 @@ JOURNAL_CURSOR = OpenApiParameter("cursor", OpenApiTypes.STR, description="take 
 JOURNAL_PAGE_SIZE = OpenApiParameter(
     "page_size",
     OpenApiTypes.INT,
-    description=f"records per page (default {JournalPagination.page_size}, at most {JournalPagination.max_page_size})",
+    description=f"records per page (default {JournalPagination.page_size}, at most {JournalPagination.max_page_size}); "
+    f"a page also ends before {JournalPagination.page_bytes:,} characters of values and errors (one record at least)",
 )
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
@@ -103,23 +106,35 @@ class ExecutionViewSet(ApiViewSet):
         summary="Start an execution (durableflow.start)",
         parameters=[IDEMPOTENCY_KEY],
         request=StartSerializer,
-        responses={201: ExecutionSerializer, 200: ExecutionSerializer},
+        responses={201: execution_or_id(), 200: execution_or_id()},
     )
     def create(self, request):
         data = self._valid(StartSerializer, request)
         check_exposed(data["workflow"])
-        execution, created = operations.start_execution(
-            data["workflow"],
-            data["params"],
-            execution_id=data["execution_id"],
-            idempotency_key=self._idempotency_key(request, data["idempotency_key"]),
-        )
+        key = self._idempotency_key(request, data["idempotency_key"])
+        try:
+            execution, created = operations.start_execution(
+                data["workflow"], data["params"], execution_id=data["execution_id"], idempotency_key=key
+            )
+        except exceptions.WorkflowStartError as exc:
+            if exc.code != "IDEMPOTENCY_CONFLICT":
+                raise
+            # The engine's message names the first execution's workflow, which API_WORKFLOWS may hide.
+            which = "execution id" if key is None else "idempotency key"
+            message = f"this {which} started an execution of another workflow or with other params; use a new one"
+            raise ApiError(409, code=exc.code, message=message) from None
         return self._created(request, execution, "", 201 if created else 200)  # 200: an idempotent repeat
 
     def _created(self, request, execution, up: str = "../../", status: int = 201) -> Response:
         """The new execution, with its URL: relative to the request's (``executions/`` or a verb's)."""
         location = request.build_absolute_uri(f"{up}{quote(execution.id, safe='')}/")
-        return Response(ExecutionSerializer(execution).data, status=status, headers={"Location": location})
+        return self._shown(request, execution, status, headers={"Location": location})
+
+    def _shown(self, request, execution, status: int = 200, **kwargs) -> Response:
+        """An execution the caller acted on: whole if they may read executions, else its id only
+        (a rerun, a fork or an idempotent repeat would otherwise show another run's params)."""
+        data = ExecutionSerializer(execution).data if may_view(self, request) else {"id": execution.id}
+        return Response(data, status=status, **kwargs)
 
     @document(summary="One execution; ?wait= long-polls until it finishes", parameters=[WAIT])
     def retrieve(self, request, pk: str):
@@ -139,33 +154,33 @@ class ExecutionViewSet(ApiViewSet):
         page = self.paginate_queryset(records)
         return self.get_paginated_response(StepRecordSerializer(page, many=True).data)
 
-    @document(summary="Cancel an unfinished execution", request=CancelSerializer, responses=ExecutionSerializer)
+    @document(summary="Cancel an unfinished execution", request=CancelSerializer, responses=execution_or_id())
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk: str):
         data = self._valid(CancelSerializer, request)
-        return Response(ExecutionSerializer(operations.cancel(pk, data["reason"])).data)
+        return self._shown(request, operations.cancel(pk, data["reason"]))
 
     @document(summary="Resume a failed execution from the step that failed it", request=None,
-                   responses=ExecutionSerializer)  # fmt: skip
+                   responses=execution_or_id())  # fmt: skip
     @action(detail=True, methods=["post"])
     def retry(self, request, pk: str):
         self._valid(StrictSerializer, request)  # no fields: refuse any rather than ignore them
-        return Response(ExecutionSerializer(operations.retry(pk)).data)
+        return self._shown(request, operations.retry(pk))
 
     @document(summary="Start a new execution with a finished one's workflow and params (durableflow.rerun)",
-              request=None, responses={201: ExecutionSerializer})  # fmt: skip
+              request=None, responses={201: execution_or_id()})  # fmt: skip
     @action(detail=True, methods=["post"])
     def rerun(self, request, pk: str):
         self._valid(StrictSerializer, request)
-        check_exposed(operations.get(pk).workflow)  # it starts that workflow again
+        check_exposed(operations.get(pk).workflow, named=False)  # it starts that workflow again
         return self._created(request, operations.rerun(pk))
 
     @document(summary="Start a new execution keeping a finished one's journal before a step (durableflow.fork)",
-              request=ForkSerializer, responses={201: ExecutionSerializer})  # fmt: skip
+              request=ForkSerializer, responses={201: execution_or_id()})  # fmt: skip
     @action(detail=True, methods=["post"])
     def fork(self, request, pk: str):
         data = self._valid(ForkSerializer, request)
-        check_exposed(operations.get(pk).workflow)
+        check_exposed(operations.get(pk).workflow, named=False)
         return self._created(request, operations.fork(pk, from_step=data["from_step"]))
 
     @document(summary="Send a signal to an unfinished execution (durableflow.signal)", request=SignalSerializer,
@@ -189,9 +204,4 @@ class ExecutionViewSet(ApiViewSet):
         return field if field is not None else header
 
     def _wait(self, request) -> float:
-        raw = request.query_params.get("wait")
-        if raw is None:
-            return 0.0
-        if not _SECONDS.match(raw) or float(raw) > MAX_WAIT:
-            raise ValidationError({"wait": [f"seconds from 0 to {MAX_WAIT}"]})
-        return float(raw)
+        return params.seconds(request, "wait", high=MAX_WAIT) or 0.0

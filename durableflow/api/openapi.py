@@ -4,6 +4,7 @@ own ``@extend_schema(responses=...)`` keeps them too)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from drf_spectacular.openapi import AutoSchema
@@ -14,7 +15,7 @@ __all__ = ["ApiAutoSchema", "document", "add_error_responses", "ERROR_SCHEMA"]
 _READ_ERRORS = {
     "400": "INVALID_REQUEST: an unknown query parameter or a bad filter, cursor or wait",
     "401": "NOT_AUTHENTICATED (401 when the project's first authentication class names a scheme, else 403)",
-    "403": "NOT_AUTHENTICATED or PERMISSION_DENIED (staff or the model permission is needed; CSRF for sessions)",
+    "403": "NOT_AUTHENTICATED or PERMISSION_DENIED (the operation's model permission is needed; CSRF for sessions)",
     "404": "NOT_FOUND: no such execution (or UNKNOWN_WORKFLOW outside DURABLEFLOW['API_WORKFLOWS'])",
     "405": "METHOD_NOT_ALLOWED",
     "406": "NOT_ACCEPTABLE: the API answers application/json",
@@ -29,6 +30,7 @@ _WRITE_ERRORS = {
     "413": "PAYLOAD_TOO_LARGE: the body is over MAX_PAYLOAD_BYTES (plus 64 KiB for the envelope)",
     "415": "UNSUPPORTED_MEDIA_TYPE: bodies are application/json",
 }
+ID_ONLY = ("ExecutionId", "RevisionName")  # the oneOf alternatives of a caller who may not read
 ERROR_SCHEMA = {
     "type": "object",
     "description": "Every 4xx answer of the API.",
@@ -45,7 +47,19 @@ ERROR_SCHEMA = {
 
 
 class ApiAutoSchema(AutoSchema):
-    """drf-spectacular's inspector on the API's views, whatever DEFAULT_SCHEMA_CLASS says."""
+    """drf-spectacular's inspector on the API's views, whatever DEFAULT_SCHEMA_CLASS says.
+
+    Each operation's description names the permission that opens it, read from the view's
+    ``required_permissions`` (what the default permission class checks); the views' class
+    docstrings are about the code, not the API, and are not shown.
+    """
+
+    def get_description(self) -> str:
+        from durableflow.api.permissions import required_permissions
+
+        needed = required_permissions(self.view, SimpleNamespace(method=self.method))
+        which = " or ".join(f"`{permission}`" for permission in needed) or "none: closed to everyone"
+        return f"Permission: {which} (Django model permissions; a superuser holds all)."
 
 
 def document(**kwargs: Any) -> Callable[[Any], Any]:
@@ -66,8 +80,13 @@ def document(**kwargs: Any) -> Callable[[Any], Any]:
 
 
 def add_error_responses(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """A drf-spectacular post-processing hook: the error answers of every operation."""
-    result.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR_SCHEMA
+    """A drf-spectacular post-processing hook: the error answers of every operation; and the
+    answers for callers who may not read (an id, a name) hold nothing more."""
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Error"] = ERROR_SCHEMA
+    for name in ID_ONLY:
+        if name in schemas:
+            schemas[name]["additionalProperties"] = False  # so that a whole record is not one of them
     reference = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     for operations in result.get("paths", {}).values():
         for method, operation in operations.items():

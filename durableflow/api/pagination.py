@@ -22,7 +22,7 @@ from typing import Any
 
 from django.db import connections, models
 from django.db.models import Q, TextField, Value
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce, Length
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import BasePagination
@@ -30,6 +30,7 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from durableflow import values
+from durableflow.api import params
 
 __all__ = ["KeysetPagination", "ExecutionPagination", "JournalPagination"]
 
@@ -52,6 +53,9 @@ class KeysetPagination(BasePagination):
     default_descending = False
     page_size = 50
     max_page_size = 500
+    # A page also ends before its rows' sized_fields (JSON, as text) pass this many characters.
+    page_bytes: int | None = None
+    sized_fields: tuple[str, ...] = ()
     cursor_query_param = "cursor"
     page_size_query_param = "page_size"
     ordering_query_param = "ordering"
@@ -75,9 +79,13 @@ class KeysetPagination(BasePagination):
         if cursor is not None:
             queryset = queryset.filter(self._beyond(cursor.values, order_desc))
         queryset = queryset.annotate(**self._raw_keys())
-        rows = list(queryset[: size + 1])
-        more = len(rows) > size
-        rows = rows[:size]
+        if self.page_bytes is None:
+            rows = list(queryset[: size + 1])
+            more = len(rows) > size
+            rows = rows[:size]
+        else:
+            count, more = self._fitting(queryset, size)
+            rows = list(queryset[:count])
         if backwards:
             rows.reverse()
         later = more if not backwards else True
@@ -90,15 +98,24 @@ class KeysetPagination(BasePagination):
         links = {"next": self._link(self.next_cursor), "previous": self._link(self.previous_cursor)}
         return Response({"results": data, **links})
 
+    def _fitting(self, queryset, size: int) -> tuple[int, bool]:
+        """How many of the next ``size`` rows fit in ``page_bytes`` (one at least), and whether
+        more follow: their sizes are read first, so that no row is loaded to be dropped."""
+        sizes = [Coalesce(Length(Cast(field, TextField())), 0) for field in self.sized_fields]
+        sized = queryset.annotate(page_bytes=sum(sizes[1:], sizes[0]))
+        lengths = list(sized.values_list("page_bytes", flat=True)[: size + 1])
+        total, count = 0, 0
+        for length in lengths[:size]:
+            if count and total + length > self.page_bytes:
+                break
+            total, count = total + length, count + 1
+        return count, len(lengths) > count
+
     # Parameters ----------------------------------------------------------------------
 
     def _page_size(self, request) -> int:
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw is None:
-            return self.page_size
-        if not raw.isdigit() or not 1 <= int(raw) <= self.max_page_size:
-            raise ValidationError({self.page_size_query_param: [f"an integer from 1 to {self.max_page_size}"]})
-        return int(raw)
+        size = params.integer(request, self.page_size_query_param, low=1, high=self.max_page_size)
+        return self.page_size if size is None else size
 
     def _descending(self, request) -> bool:
         if not self.orderings:
@@ -117,7 +134,7 @@ class KeysetPagination(BasePagination):
         try:
             if len(raw) > _MAX_CURSOR:
                 raise ValueError("too long")
-            backwards, keyed = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+            backwards, keyed = values.parse_json(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode())
             if type(backwards) is not bool or not isinstance(keyed, list) or len(keyed) != len(self.keys):
                 raise ValueError("malformed")
             return Cursor([self._load(key, value) for key, value in zip(self.keys, keyed, strict=True)], backwards)
@@ -241,8 +258,12 @@ class ExecutionPagination(KeysetPagination):
 
 
 class JournalPagination(KeysetPagination):
-    """A journal in the order its steps were recorded, on the index ``(execution, id)``."""
+    """A journal in the order its steps were recorded, on the index ``(execution, id)``; a page
+    holds at most 4 MB of values and errors (a step value may be MAX_PAYLOAD_BYTES: a thousand
+    of them would be a gigabyte), and one record at least."""
 
     keys = ("id",)
     page_size = 100
     max_page_size = 1000
+    page_bytes = 4_000_000
+    sized_fields = ("value", "error")

@@ -1,4 +1,4 @@
-"""The API's one parser: strict JSON, bounded in size and depth, that never raises past a 4xx.
+"""The API's one parser: strict JSON, bounded in size, linear in time, never past a 4xx.
 
 DRF's ``JSONParser`` reads any size, accepts ``NaN``/``Infinity`` and lets a deeply nested
 body raise ``RecursionError`` in the C scanner. This one:
@@ -7,11 +7,12 @@ body raise ``RecursionError`` in the C scanner. This one:
   envelope, from ``Content-Length`` before reading, or after reading one byte too many;
 - reads UTF-8 only and RFC 8259 JSON only (``NaN``, ``Infinity`` are not JSON): 400
   ``INVALID_JSON`` otherwise;
-- never recurses deeper than ``MAX_BODY_DEPTH``: a container nested deeper is replaced by an
-  empty list *before* parsing. Every durable value is a member of the body object, so the
-  replacement still sits deeper than ``values.MAX_DEPTH`` inside it and the codec refuses it
-  with the same code and JSON pointer as ``durableflow.start`` (``INVALID_PARAMS`` at
-  ``/0/0/...``); anything else that deep fails the serializer. Nothing that deep is accepted.
+- parses with ``values.parse_json`` (the admin's forms use it too): the standard C decoder and
+  nothing scanned before it, so that no body costs more than linear time (DRF's session
+  authentication parses the body during its CSRF check, before any permission is checked).
+  A body nested deeper than the decoder's recursion guard lets it go is 400 ``INVALID_JSON``;
+  a value nested past ``values.MAX_DEPTH`` within it is parsed, and the codec refuses it with
+  the same code and JSON pointer as ``durableflow.start`` (``INVALID_PARAMS`` at ``/0/0/...``).
 
 What is valid JSON but not a durable value (NUL, lone surrogates as ``\\u`` escapes, integers
 outside 64 bits) is parsed as it is, so that the codec gives the verdict, as in Python.
@@ -19,8 +20,6 @@ outside 64 bits) is parsed as it is, so that the codec gives the verdict, as in 
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from rest_framework.exceptions import APIException, ParseError
@@ -29,17 +28,10 @@ from rest_framework.parsers import BaseParser
 from durableflow import values
 from durableflow.conf import df_settings
 
-__all__ = ["StrictJSONParser", "PayloadTooLarge", "body_limit", "loads", "MAX_BODY_DEPTH"]
+__all__ = ["StrictJSONParser", "PayloadTooLarge", "body_limit", "loads"]
 
-# A durable value may nest MAX_DEPTH levels and sits one level inside the body object.
-MAX_BODY_DEPTH = values.MAX_DEPTH + 1
 # Room for the body's own members (workflow, keys, ids) around a largest value.
 ENVELOPE_BYTES = 64 * 1024
-
-# A JSON string (escapes included), or one bracket. Strings are matched whole so that the
-# brackets inside them are skipped.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
-_OPEN = frozenset("[{")
 
 
 class PayloadTooLarge(APIException):
@@ -54,49 +46,11 @@ def body_limit() -> int:
 
 
 def loads(text: str) -> Any:
-    """Parse strict JSON without recursing deeper than ``MAX_BODY_DEPTH``; ``ParseError`` if not JSON."""
-    # Fewer opening brackets than the limit cannot nest past it: the scan is for the rest.
-    if text.count("[") + text.count("{") > MAX_BODY_DEPTH:
-        text = _flatten_too_deep(text)
+    """Parse strict JSON in linear time; ``ParseError`` (400 ``INVALID_JSON``) if it is not JSON."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
-    except ValueError as exc:  # JSONDecodeError, and int() of more than 4,300 digits
+        return values.parse_json(text)
+    except ValueError as exc:
         raise ParseError(f"the body is not valid JSON: {exc}") from None
-    except RecursionError:  # pragma: no cover - _flatten_too_deep bounds the depth
-        raise ParseError("the body nests too deeply") from None
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON (RFC 8259 has no NaN or Infinity)")
-
-
-def _flatten_too_deep(text: str) -> str:
-    """``text`` with every container that opens deeper than ``MAX_BODY_DEPTH`` replaced by ``[]``.
-
-    Iterative; strings are skipped whole. On a body that is not JSON the result is not JSON
-    either (the parser then refuses it), and a replacement never makes an invalid body valid
-    in a way that could be accepted: the replacement is itself too deep.
-    """
-    parts: list[str] = []
-    depth, kept_until, cut_at = 0, 0, None
-    for token in _TOKENS.finditer(text):
-        char = token.group()
-        if char in _OPEN:
-            depth += 1
-            if depth == MAX_BODY_DEPTH + 1:
-                cut_at = token.start()
-        elif char in "]}":
-            if depth == MAX_BODY_DEPTH + 1 and cut_at is not None:
-                parts.append(text[kept_until:cut_at])
-                parts.append("[]")
-                kept_until, cut_at = token.end(), None
-            depth -= 1
-    if cut_at is not None:  # unbalanced: cut to the end, and let the parser refuse what is left
-        parts.append(text[kept_until:cut_at])
-        parts.append("[]")
-        kept_until = len(text)
-    parts.append(text[kept_until:])
-    return "".join(parts)
 
 
 class StrictJSONParser(BaseParser):

@@ -16,6 +16,17 @@ from durableflow.models import Execution, StepRecord
 
 __all__ = ["SchemaView"]
 
+DESCRIPTION = """Start and steer durable workflows. Every 4xx is `{code, message, detail?}`.
+
+Authentication is the project's DRF authentication (sessions need the CSRF token for changes).
+Each operation needs the Django model permission its description names, as the admin checks
+them: `durableflow.view_execution` to read executions and journals, `add_execution` to start,
+rerun and fork, `change_execution` to steer (cancel, retry, signals, tokens, events), and
+`view`/`add`/`change_workflowdocument` for documents; `is_staff` alone grants nothing, a
+superuser holds every permission. An answer about an execution or a document the caller may
+not view holds its id (a document's name and revision) only.
+"""
+
 
 class SchemaView(ApiViewMixin, SpectacularAPIView):
     """OpenAPI 3 of the endpoints mounted beside it: JSON (also as application/vnd.oai.openapi+json),
@@ -23,7 +34,8 @@ class SchemaView(ApiViewMixin, SpectacularAPIView):
 
     renderer_classes = [JSONOnlyRenderer, OpenApiJsonRenderer, OpenApiYamlRenderer]
     permission_model = Execution
-    required_permissions = {"get": "view", "head": "view"}
+    # Whoever may use the executions endpoints may read their description.
+    required_permissions = {"get": ("view", "add", "change"), "head": ("view", "add", "change")}
 
     @property
     def custom_settings(self) -> dict[str, Any]:
@@ -31,7 +43,7 @@ class SchemaView(ApiViewMixin, SpectacularAPIView):
 
         return {
             "TITLE": "durableflow API",
-            "DESCRIPTION": "Start and steer durable workflows (SPEC §10). Every 4xx is {code, message, detail?}.",
+            "DESCRIPTION": DESCRIPTION,
             "VERSION": durableflow.__version__,
             "COMPONENT_SPLIT_REQUEST": True,
             "ENUM_NAME_OVERRIDES": {

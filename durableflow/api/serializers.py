@@ -12,10 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from durableflow.models import Execution, StepRecord
+
+MAX_NAMED = 10  # unknown fields named in a refusal
 
 __all__ = [
     "StrictSerializer",
@@ -26,6 +28,9 @@ __all__ = [
     "ForkSerializer",
     "ExecutionSerializer",
     "ExecutionSummarySerializer",
+    "ExecutionIdSerializer",
+    "execution_or_id",
+    "whole_or",
     "StepRecordSerializer",
     "WorkflowSerializer",
     "WorkflowListSerializer",
@@ -64,12 +69,16 @@ class StrictSerializer(serializers.Serializer):
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
+            unknown = set(data) - set(self.fields)
             if unknown:
                 writable = ", ".join(name for name, field in self.fields.items() if not field.read_only)
-                raise serializers.ValidationError(
-                    {name: [f"unknown or read-only field; this request takes: {writable}"] for name in unknown}
-                )
+                message = f"unknown or read-only field; this request takes: {writable}"
+                # The first few only: a body may hold 100,000 of them.
+                named = sorted(unknown)[:MAX_NAMED]
+                errors = {name: [message] for name in named}
+                if len(unknown) > MAX_NAMED:
+                    errors["non_field_errors"] = [f"and {len(unknown) - MAX_NAMED} more unknown fields"]
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 
@@ -155,8 +164,25 @@ class ExecutionSerializer(ExecutionSummarySerializer):
         read_only_fields = fields
 
 
+class ExecutionIdSerializer(serializers.Serializer):
+    """An execution the caller acted on but may not read (no view permission): its id only."""
+
+    id = serializers.CharField(read_only=True)
+
+
+def whole_or(component_name: str, whole: type, brief: type) -> PolymorphicProxySerializer:
+    """An answer about a record: ``whole`` for a caller who may view such records, else ``brief``."""
+    return PolymorphicProxySerializer(
+        component_name=component_name, serializers=[whole, brief], resource_type_field_name=None
+    )
+
+
+def execution_or_id() -> PolymorphicProxySerializer:
+    return whole_or("ExecutionOrId", ExecutionSerializer, ExecutionIdSerializer)
+
+
 class StepRecordSerializer(serializers.ModelSerializer):
-    """One journal record (SPEC §14): key, kind, status, attempts, value, error, times."""
+    """One journal record: key, kind, status, attempts, value, error, times."""
 
     value = DurableValueField(read_only=True)
     error = DurableValueField(read_only=True)

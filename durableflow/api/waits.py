@@ -16,7 +16,7 @@ from durableflow import operations
 from durableflow.api.base import ApiViewSet
 from durableflow.api.openapi import document
 from durableflow.api.serializers import DurableValueField, StrictSerializer, TextField
-from durableflow.models import Event, Execution
+from durableflow.models import Execution
 
 __all__ = ["EventViewSet", "TokenViewSet", "SignalSerializer", "SatisfiedSerializer"]
 
@@ -53,8 +53,9 @@ def valid(serializer_class, request) -> dict:
 
 
 class EventViewSet(ApiViewSet):
-    permission_model = Event
-    required_permissions = {"create": "add"}
+    # Publishing an event steers the executions that wait for it.
+    permission_model = Execution
+    required_permissions = {"create": "change"}
 
     @document(summary="Publish an event (durableflow.send_event)", request=EventSerializer,
               responses={200: SatisfiedSerializer})  # fmt: skip

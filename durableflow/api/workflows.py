@@ -29,14 +29,18 @@ def exposed() -> list[WorkflowDefinition]:
     return [definition for definition in registry.all() if allowed is None or definition.name in allowed]
 
 
-def check_exposed(name: str) -> None:
-    """404 ``UNKNOWN_WORKFLOW`` for a name outside ``API_WORKFLOWS`` (registered or not)."""
+def check_exposed(name: str, *, named: bool = True) -> None:
+    """404 ``UNKNOWN_WORKFLOW`` for a name outside ``API_WORKFLOWS`` (registered or not).
+
+    ``named=False``: the caller did not give the name (a rerun's workflow) and is not told it.
+    """
     allowed = df_settings.API_WORKFLOWS
     if allowed is not None and name not in allowed:
+        which = repr(name) if named else "of this execution"
         raise ApiError(
             404,
             code="UNKNOWN_WORKFLOW",
-            message=f"No workflow {name!r} can be started over the API (see GET workflows/).",
+            message=f"No workflow {which} can be started over the API (see GET workflows/).",
         )
 
 
@@ -52,7 +56,7 @@ def describe(definition: WorkflowDefinition) -> dict[str, Any]:
 
 class WorkflowViewSet(ApiViewSet):
     permission_model = Execution
-    required_permissions = {"list": "view"}
+    required_permissions = {"list": ("view", "add")}  # those who read runs, and those who start them
     serializer_class = WorkflowSerializer
     pagination_class = None
 

@@ -13,15 +13,14 @@ indexes into it, each state with its name, its path (``"ship/pack"``) and its po
 
 from __future__ import annotations
 
-import gc
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from durableflow import values
 from durableflow.documents import cycles, dag
 from durableflow.documents.expressions import compile_expression
 from durableflow.documents.pointers import escape, join
 from durableflow.documents.shape import MAX_NAME, check_name, only, required, storable
+from durableflow.engine.steps.timers import MAX_SLEEP_SECONDS
 from durableflow.exceptions import DocumentError
 
 __all__ = ["compile_document", "FORMAT", "MAX_STATES", "MAX_DEPTH", "MAX_LIMIT", "MAX_DELAY_MS"]
@@ -30,7 +29,7 @@ FORMAT = "durableflow.document/1"  # the compiled form's own version
 MAX_STATES = 50_000  # in all scopes together
 MAX_DEPTH = 64  # nested flows
 MAX_LIMIT = 1_000_000  # visits of one state
-MAX_DELAY_MS = 100 * 366 * 86_400_000  # a century
+MAX_DELAY_MS = MAX_SLEEP_SECONDS * 1000  # a century, as for ctx.step.sleep
 
 FORMS = ("work", "choose", "on", "flow", "final")
 FORM_SET = frozenset(FORMS)
@@ -61,7 +60,7 @@ def compile_document(document: Any, *, has_task: TaskCheck | None = None) -> dic
         from durableflow.documents.tasks import tasks
 
         has_task = tasks.has
-    with _cycle_collection_paused():
+    with values.cycle_collection_paused():
         return _compile(document, has_task)
 
 
@@ -94,25 +93,6 @@ def _compile(document: Any, has_task: TaskCheck) -> dict[str, Any]:
         "dags": lowering.dags,
         "tasks": [list(pair) for pair in sorted(lowering.tasks)],
     }
-
-
-@contextmanager
-def _cycle_collection_paused() -> Iterator[None]:
-    """Hold off the cyclic garbage collector while a document is lowered.
-
-    A 10,000-state document allocates some 100,000 dicts and lists, enough to set off
-    full collections, each a walk over every object the process holds: in a loaded
-    Django process that tripled or quadrupled the compile time, at random. The compiler
-    makes no reference cycles, so reference counting frees all it drops meanwhile.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class _Lowering:

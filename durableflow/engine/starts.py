@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -16,9 +17,26 @@ from durableflow.registry import Registry, WorkflowDefinition
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["StartRequest", "prepare_start", "check_repeat", "Starts", "MAX_ID_LENGTH"]
+__all__ = ["StartRequest", "prepare_start", "check_repeat", "route_fault", "Starts", "MAX_ID_LENGTH"]
 
 MAX_ID_LENGTH = 200
+
+
+# What no URL can carry to a view: a slash ends the path segment, control characters (Unicode
+# category Cc) are refused or mangled on the way, "." and ".." are removed by every client.
+_UNROUTABLE = re.compile(r"[/\x00-\x1f\x7f-\x9f]")
+
+
+def route_fault(execution_id: str) -> str | None:
+    """Why an execution id could not name its execution in a URL (the REST API's
+    ``executions/<id>/``, the admin's page), or None."""
+    found = _UNROUTABLE.search(execution_id)
+    if found is not None:
+        what = "'/'" if found.group() == "/" else f"a control character (U+{ord(found.group()):04X})"
+        return f"it holds {what} at index {found.start()}, which no URL of the execution could carry"
+    if execution_id in (".", ".."):
+        return f"{execution_id!r} is a relative path segment, which no URL of the execution could carry"
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,7 +77,7 @@ def prepare_start(
             raise exceptions.WorkflowStartError(
                 "INVALID_PARAMS", f"{name} must be a non-empty string of at most {MAX_ID_LENGTH} characters"
             )
-        fault = values.text_fault(value)
+        fault = values.text_fault(value) or (route_fault(value) if name == "execution_id" else None)
         if fault is not None:
             raise exceptions.WorkflowStartError("INVALID_PARAMS", f"{name}: {fault}")
     return StartRequest(

@@ -5,21 +5,34 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
+from durableflow import exceptions
 from durableflow.engine.context import iso, parse_iso
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
 from durableflow.engine.steps.base import StepBase
 
-__all__ = ["TimerSteps"]
+__all__ = ["TimerSteps", "MAX_SLEEP_SECONDS"]
+
+MAX_SLEEP_SECONDS = 100 * 366 * 86_400  # a century: the longest durable timer
 
 
 class TimerSteps(StepBase):
     def sleep(self, *args: Any) -> None:
-        """``sleep(key, seconds)``: a durable timer; no worker is held while it runs."""
+        """``sleep(key, seconds)``: a durable timer; no worker is held while it runs.
+
+        ``seconds`` from 0 to a century; anything else (NaN, the infinities, 1e15, which no
+        date can be that far away) raises ``WorkflowValueError("INVALID_DELAY")`` at the call.
+        """
         ctx = self._ctx
         key, rest = ctx._key(args)
-        if len(rest) != 1 or isinstance(rest[0], bool) or not isinstance(rest[0], (int, float)) or rest[0] < 0:
-            raise TypeError("ctx.step.sleep(key, seconds) needs a non-negative number of seconds")
+        if len(rest) != 1 or isinstance(rest[0], bool) or not isinstance(rest[0], (int, float)):
+            raise TypeError("ctx.step.sleep(key, seconds) needs a number of seconds")
+        if not 0 <= rest[0] <= MAX_SLEEP_SECONDS:  # NaN fails both
+            raise exceptions.WorkflowValueError(
+                "INVALID_DELAY",
+                f"ctx.step.sleep({key!r}, {rest[0]!r}): seconds must be a number from 0 to {MAX_SLEEP_SECONDS:,} "
+                "(a century)",
+            )
         self._timer(key, lambda now: now + timedelta(seconds=rest[0]))
 
     def sleep_until(self, *args: Any) -> None:
