@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import dispatch
+from durableflow.engine import faults
 from durableflow.engine.records import (
     RECORD_FIELDS,
     Claim,
@@ -44,10 +45,13 @@ class Journal:
     late messages, a sweep re-send, a zombie worker). The claim is a compare-and-set on the
     lease, so one wins; every later write names the winner's token, so the others' writes
     match nothing and are rejected.
+
+    Its storage is guarded (``durableflow.engine.faults``): a database failure in any of its
+    operations raises ``StorageFault`` and is kept in ``fault``.
     """
 
     def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float, engine: Engine | None = None):
-        self.storage = storage
+        self.storage = faults.guard(storage)
         # The verbs a delivery needs beyond its own journal: starting children, waking the
         # executions that wait for this one to end.
         self.engine = engine
@@ -90,6 +94,11 @@ class Journal:
         """The delivery's clock: the storage's clock at the claim, moved on locally."""
         claimed, at = self._clock
         return claimed + timedelta(seconds=self.storage.monotonic() - at)
+
+    @property
+    def fault(self) -> faults.StorageFault | None:
+        """The first storage fault this delivery met (it ends the delivery), or None."""
+        return self.storage.fault
 
     def lease_lost(self) -> bool:
         """True once the lease is known to be gone (a rejected write, a failed heartbeat)."""

@@ -120,6 +120,14 @@ Transactional steps
                                          other database alias is refused (``TRANSACTION_WRONG_ALIAS``)
     ``is_transient(exc)``                whether an error raised in a scope calls for running it again
                                          (serialization failure, deadlock, a busy database)
+
+Faults (``durableflow.engine.faults``)
+    ``is_fault(exc)``                    whether an error raised by one of these methods is the database's
+                                         failure (a lost connection, a timeout, a busy database...), not a
+                                         refusal of the values written: a delivery that meets one ends without
+                                         an outcome and is delivered again
+    ``reset()``                          after a fault: drop the connection (the next call opens a new one);
+                                         nothing inside a transaction
 Effects (``durableflow.engine.effects``)
     ``create_effect(fields)``            insert a pending effect; whether it was inserted (False: its id is
                                          taken; the caller's transaction goes on unharmed)
@@ -304,6 +312,11 @@ class Storage(Protocol):
     # Transactional steps
     def transaction_scope(self) -> AbstractContextManager[Scope]: ...
     def is_transient(self, exc: BaseException) -> bool: ...
+
+    # Faults
+    def is_fault(self, exc: BaseException) -> bool: ...
+    def reset(self) -> None: ...
+
     # Effects
     def create_effect(self, fields: dict[str, Any]) -> bool: ...
     def get_effect(self, effect_id: str) -> Any | None: ...
