@@ -42,3 +42,24 @@ def test_unsafe_celery_settings_are_reported():
     assert checks.check_celery_safety() == []
     with override_settings(CELERY_ACCEPT_CONTENT=["json", "pickle"], CELERY_TASK_ACKS_LATE=False):
         assert [w.id for w in checks.check_celery_safety()] == ["durableflow.W002", "durableflow.W003"]
+
+
+def test_every_connection_clean_up_switched_off_is_reported(monkeypatch):
+    from django.db import connections
+
+    from durableflow.orm import db_alias
+
+    assert checks.check_connection_cleanup() == []  # the recommended settings
+    config = connections.settings[db_alias()]
+    monkeypatch.setitem(config, "CONN_HEALTH_CHECKS", False)
+    monkeypatch.setitem(config, "CONN_MAX_AGE", None)
+
+    [warning] = checks.check_connection_cleanup()
+
+    assert warning.id == "durableflow.W004"
+    assert "found only by the query that fails on it" in warning.msg
+    assert "CONN_HEALTH_CHECKS = True" in warning.hint
+    with override_settings(CELERY_DB_REUSE_MAX=0):  # Celery closes connections around every task
+        assert checks.check_connection_cleanup() == []
+    monkeypatch.setitem(config, "CONN_MAX_AGE", 0)  # closed after every task
+    assert checks.check_connection_cleanup() == []
