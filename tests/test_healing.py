@@ -19,6 +19,7 @@ from durableflow.engine import faults
 from durableflow.healing import heal
 from durableflow.models import Execution
 from durableflow.orm import OrmStorage
+from tests.testapp.faults import terminate
 
 NOBODY = "durableflow-test-healing"  # a queue no worker consumes: deliveries run here
 
@@ -29,17 +30,7 @@ def _postgres() -> None:
 
 
 def _terminate_own_backend() -> None:
-    """What a failover or pg_terminate_backend does to an idle connection: neither Django nor
-    psycopg knows until a statement fails on it."""
-    import psycopg
-
-    connection.ensure_connection()
-    backend = connection.connection.info.backend_pid
-    db = connection.settings_dict
-    with psycopg.connect(
-        dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"], host=db["HOST"], port=db["PORT"], autocommit=True
-    ) as killer:
-        killer.execute("SELECT pg_terminate_backend(%s, 5000)", [backend])
+    terminate(connections[connection.alias])
 
 
 def _known_broken() -> None:

@@ -152,12 +152,10 @@ def _mentions(tag: str, args: tuple, kwargs: dict) -> bool:
     return tag in repr(args) or tag in repr(kwargs)
 
 
-def _fail(storage) -> None:
-    connection = storage.connection
-    if connection.vendor != "postgresql":
-        from django.db import OperationalError
-
-        raise OperationalError("database is locked")
+def terminate(connection) -> None:
+    """Terminate ``connection``'s PostgreSQL backend from another connection, as a failover or
+    ``pg_terminate_backend`` does, and wait until it is gone: neither Django nor psycopg knows
+    until a statement fails on it."""
     import psycopg
 
     connection.ensure_connection()
@@ -167,6 +165,15 @@ def _fail(storage) -> None:
         dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"], host=db["HOST"], port=db["PORT"], autocommit=True
     ) as killer:
         killer.execute("SELECT pg_terminate_backend(%s, 5000)", [backend])
+
+
+def _fail(storage) -> None:
+    connection = storage.connection
+    if connection.vendor != "postgresql":
+        from django.db import OperationalError
+
+        raise OperationalError("database is locked")
+    terminate(connection)
 
 
 def _faulty(op: str, method, folder: Path):
