@@ -257,7 +257,7 @@ def test_psycopg_errors_are_faults_by_their_class():
     assert not faults.is_fault(psycopg.DataError("x"))
 
 
-def test_resend_delays_double_up_to_ten_seconds_with_jitter():
-    for resends, ceiling in [(0, 0.25), (1, 0.5), (3, 2.0), (6, 10.0), (30, 10.0)]:
+def test_resend_delays_double_up_to_five_seconds_with_jitter():
+    for resends, ceiling in [(0, 0.25), (1, 0.5), (3, 2.0), (5, 5.0), (30, 5.0)]:
         delays = [faults.resend_delay(resends) for _ in range(200)]
         assert ceiling / 2 <= min(delays) and max(delays) <= ceiling

@@ -49,10 +49,11 @@ _DATABASE_ERRORS = frozenset({"InterfaceError", "DatabaseError"})
 # Errors about the values written, not about the database: running it again would fail again.
 _VALUE_ERRORS = frozenset({"IntegrityError", "DataError"})
 
-# A faulted delivery is sent again after about 0.25, 0.5, 1, 2 ... s (at most 10 s), this many
-# times; after that the sweep sends it again, once its lease is free or expired.
+# A faulted delivery is sent again after about 0.25, 0.5, 1, 2, 4 s, then every 5 s, this many
+# times in a row (about half a minute in all); after that the sweep sends it again, once its
+# lease is free or expired.
 MAX_RESENDS = 10
-_RESEND_BASE, _RESEND_CAP = 0.25, 10.0
+_RESEND_BASE, _RESEND_CAP = 0.25, 5.0
 
 
 class StorageFault(BaseException):
@@ -77,7 +78,7 @@ def is_fault(exc: BaseException) -> bool:
 
 def resend_delay(resends: int) -> float:
     """Seconds before sending a faulted delivery again, after ``resends`` earlier re-sends:
-    doubling from 0.25 s up to 10 s, each between half and all of that (so that the deliveries
+    doubling from 0.25 s up to 5 s, each between half and all of that (so that the deliveries
     one outage ended do not all come back at once)."""
     ceiling = min(_RESEND_CAP, _RESEND_BASE * 2 ** max(0, resends))
     return ceiling / 2 + random.uniform(0, ceiling / 2)

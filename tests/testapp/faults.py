@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import functools
 import os
+import time
+from datetime import datetime
 from pathlib import Path
 
 import durableflow
@@ -129,6 +131,36 @@ def double(value: int) -> int:
 @durableflow.workflow("t.faults-map")
 def faults_map(ctx, params):
     return ctx.step.map("double", double, params["items"])
+
+
+def _work(hold: float) -> int:
+    time.sleep(hold)
+    return 1
+
+
+@durableflow.workflow("t.storm")
+def storm(ctx, params):
+    """Two steps, a nap until ``until``, three steps: while the database drops the connections.
+
+    With ``catch``, every step is in a ``try``/``except Exception`` that appends what it caught
+    to the file ``report`` (outside the database, which is what fails): it must stay empty.
+    """
+
+    def step(call):
+        if not params["catch"]:
+            return call()
+        try:
+            return call()
+        except Exception as exc:  # a database failure must never get here
+            with open(params["report"], "a") as report:
+                report.write(f"{ctx.execution_id}: {type(exc).__name__}: {exc}\n")
+            return 0
+
+    total = sum(step(lambda key=key: ctx.step.run(key, _work, params["hold"])) for key in ("s0", "s1"))
+    step(lambda: ctx.step.sleep_until("nap", datetime.fromisoformat(params["until"])))
+    for key in ("s2", "s3", "s4"):
+        total += step(lambda key=key: ctx.step.run(key, _work, 0))
+    return {"total": total}
 
 
 # Worker-side injection ------------------------------------------------------------------------
