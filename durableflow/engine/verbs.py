@@ -18,6 +18,7 @@ from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
 from durableflow.engine.lineage import Lineage
 from durableflow.engine.pruning import Pruning
+from durableflow.engine.records import RELEASED
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
@@ -35,8 +36,6 @@ logger = logging.getLogger("durableflow.delivery")  # where the driver logs the 
 # start's INSERT was sent before its message, so the row is normally there within a
 # millisecond; a second covers a slow commit.
 ARRIVAL_PAUSES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.3)
-# A lease given back: the execution stays running, claimable at once by the next delivery.
-RELEASED = {"lease_token": None, "lease_expires_at": None}
 
 
 class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items):
@@ -52,7 +51,13 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
         storage (``durableflow.engine.faults``), with the verbs its steps call on the same guard."""
         guarded = faults.Guarded(self.storage)
         delivering = Engine(guarded, self.registry, self.settings)
-        return Journal(guarded, execution_id, lease_seconds=self.settings.lease_seconds, engine=delivering)
+        return Journal(
+            guarded,
+            execution_id,
+            lease_seconds=self.settings.lease_seconds,
+            engine=delivering,
+            lease_holders=self.settings.lease_holders(),
+        )
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs.
@@ -81,7 +86,7 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
         happened = driver.run(journal, self.registry, self.settings, journal.engine)
         if happened == driver.SKIPPED and self.storage.early_deliveries:
             try:
-                arrived = self._arrived(journal.storage, execution_id)
+                arrived = journal.found or self._arrived(journal.storage, execution_id)
             except faults.StorageFault:
                 return faults.FAULT, journal
             if arrived:
@@ -90,11 +95,9 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
         return happened, journal
 
     def _arrived(self, storage: faults.Guarded, execution_id: str) -> bool:
-        """After a claim that matched nothing: wait for the row if it is not there; whether to
-        claim again (it may also have been committed just after the first claim; a row that was
-        there and is not claimable is skipped again, for one statement more)."""
-        if storage.get_execution(execution_id, ("status",)) is not None:
-            return True
+        """After a claim that matched nothing and found no row: wait for it; whether to claim
+        again. (A row that is there is claimed again at once: it may have been committed just
+        after the first claim; one that is not claimable is skipped again, for one statement more.)"""
         logger.info("delivery early: execution %s is not written yet; waiting for its start", execution_id)
         for pause in ARRIVAL_PAUSES:
             time.sleep(pause)
