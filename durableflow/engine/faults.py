@@ -26,6 +26,7 @@ and returns (the sweep sends it again).
 
 from __future__ import annotations
 
+import inspect
 import random
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Callable, Iterator
@@ -91,7 +92,16 @@ class Guarded:
     for which the storage's ``is_fault`` answers True is raised as ``StorageFault`` (from it),
     and the first such fault is kept in ``fault``. ``atomic()`` and ``transaction_scope()``
     guard their commit too. Attributes that are not methods are the wrapped storage's.
+
+    ``Guarded(storage)`` is an instance of a class made once per storage class, whose methods
+    are the storage class's public ones, guarded (a delivery builds its guard for nothing); each
+    call looks the method up on the storage, so that one replaced on the instance is the one called.
     """
+
+    def __new__(cls, storage: Any) -> Guarded:
+        if cls is Guarded:
+            cls = _guarded_class(type(unguarded(storage)))
+        return super().__new__(cls)
 
     def __init__(self, storage: Any) -> None:
         self.storage = unguarded(storage)  # a new delivery's guard: nothing latched yet
@@ -99,15 +109,8 @@ class Guarded:
         self._retrying = 0
 
     def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self.storage, name)
-        if not callable(attribute):
-            return attribute
-        if name in ("atomic", "transaction_scope"):
-            guarded = self._guard_block(name, attribute)
-        else:
-            guarded = self._guard_call(name, attribute)
-        self.__dict__[name] = guarded  # looked up once per delivery
-        return guarded
+        # What the class does not guard: the storage's properties and other attributes.
+        return getattr(self.storage, name)
 
     @contextmanager
     def retrying(self) -> Iterator[None]:
@@ -118,24 +121,6 @@ class Guarded:
         finally:
             self._retrying -= 1
 
-    def _guard_call(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(*args, **kwargs)
-            except Exception as exc:
-                fault = self._fault(name, exc)
-                if fault is None:
-                    raise
-                raise fault from exc
-
-        return call
-
-    def _guard_block(self, name: str, method: Callable[..., AbstractContextManager[Any]]) -> Callable[..., Any]:
-        def block(*args: Any, **kwargs: Any) -> AbstractContextManager[Any]:
-            return _Block(self, name, method(*args, **kwargs))
-
-        return block
-
     def _fault(self, name: str, exc: Exception) -> StorageFault | None:
         storage = self.storage
         if not storage.is_fault(exc) or (self._retrying and storage.is_transient(exc)):
@@ -144,6 +129,46 @@ class Guarded:
         if self.fault is None:
             self.fault = fault
         return fault
+
+
+_BLOCKS = frozenset({"atomic", "transaction_scope"})  # methods that return a transaction
+_CLASSES: dict[type, type] = {}
+
+
+def _guarded_class(storage_class: type) -> type:
+    """The ``Guarded`` class for storages of ``storage_class`` (made once)."""
+    made = _CLASSES.get(storage_class)
+    if made is None:
+        methods = {
+            name: _guarded_method(name)
+            for name in dir(storage_class)
+            if not name.startswith("_")
+            and not hasattr(Guarded, name)
+            and inspect.isfunction(inspect.getattr_static(storage_class, name))
+        }
+        made = _CLASSES[storage_class] = type(f"Guarded{storage_class.__name__}", (Guarded,), methods)
+    return made
+
+
+def _guarded_method(name: str) -> Callable[..., Any]:
+    if name in _BLOCKS:
+
+        def block(self: Guarded, *args: Any, **kwargs: Any) -> AbstractContextManager[Any]:
+            return _Block(self, name, getattr(self.storage, name)(*args, **kwargs))
+
+        return block
+
+    def call(self: Guarded, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return getattr(self.storage, name)(*args, **kwargs)
+        except Exception as exc:
+            fault = self._fault(name, exc)
+            if fault is None:
+                raise
+            raise fault from exc
+
+    call.__name__ = name
+    return call
 
 
 class _Block:
