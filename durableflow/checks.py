@@ -85,3 +85,37 @@ def check_celery_safety(app_configs=None, **kwargs):
             )
         )
     return warnings
+
+
+@register()
+def check_connection_cleanup(app_configs=None, **kwargs):
+    """Every clean-up of a dropped connection switched off on durableflow's database.
+
+    Between tasks, a worker's connection is cleaned up by Celery's Django fix-up (closed around
+    every task unless ``CELERY_DB_REUSE_MAX`` is set), by its age (``CONN_MAX_AGE``: 0 closes it
+    after each task) or by Django's health check (``CONN_HEALTH_CHECKS``, before the first
+    query after durableflow's tasks healed the connections). With all three off, a connection
+    the database dropped while it was idle is found only by the query that fails on it:
+    durableflow's tasks reconnect and go on, but the project's other code on the workers fails.
+    """
+    from django.db import connections
+
+    from durableflow.orm import db_alias
+
+    if not _setting("db_reuse_max"):
+        return []
+    alias = db_alias()
+    config = connections.settings[alias] if alias in connections.settings else {}
+    if config.get("CONN_HEALTH_CHECKS") or config.get("CONN_MAX_AGE", 0) == 0:
+        return []
+    return [
+        Warning(
+            f"Database connections on {alias!r} are kept between tasks and never checked: CELERY_DB_REUSE_MAX "
+            "turns Celery's clean-up off, CONN_MAX_AGE keeps them open and CONN_HEALTH_CHECKS is off. A "
+            "connection the database dropped while idle (a failover, a pooler restart, idle_session_timeout) "
+            "is then found only by the query that fails on it: durableflow's own tasks reconnect and go on, "
+            "the project's other code on the workers sees the error.",
+            hint=f"Set CONN_HEALTH_CHECKS = True in DATABASES[{alias!r}] (or leave CELERY_DB_REUSE_MAX unset).",
+            id="durableflow.W004",
+        )
+    ]

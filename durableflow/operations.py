@@ -11,7 +11,7 @@ import re
 from datetime import timedelta
 from typing import Any, Callable, Iterable
 
-from django.db import close_old_connections, connections
+from django.db import connections
 from django.utils.dateparse import parse_duration
 
 from durableflow import dispatch, exceptions, waiting
@@ -231,19 +231,16 @@ def validate_document(pk: int) -> dict[str, int]:
 
 
 def deliver(execution_id: str) -> str:
-    """One delivery of ``execution_id`` (what the Celery task runs)."""
-    # Drop a connection that broke (a database restart) or outlived CONN_MAX_AGE, as Django
-    # does around a request: workers keep theirs between tasks. Not inside a transaction
-    # (a caller's, or a test's), which that would end.
-    if not connections[db_alias()].in_atomic_block:
-        close_old_connections()
+    """One delivery of ``execution_id`` (what the Celery task runs); what happened, for logs.
+
+    ``"storage-fault"``: the database failed under it; it ended without an outcome and should
+    be sent again (the task does, with back-off).
+    """
     return engine().deliver(execution_id)
 
 
 def run_item(execution_id: str, key: str) -> str:
     """One step body run as its own task: a map item or a run(queue=) attempt (what the task runs)."""
-    if not connections[db_alias()].in_atomic_block:
-        close_old_connections()
     return engine().run_item(execution_id, key)
 
 

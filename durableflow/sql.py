@@ -87,18 +87,23 @@ class Statements:
 
         execution, step = qn(Execution._meta.db_table), qn(StepRecord._meta.db_table)
         now, until = self._moment.format(name="now"), self._moment.format(name="until")
+        text = "::text" if casts else ""  # typed text parameters, for the prepared statements
         # Claimable: a status that may move to running (one that must be due, once due), and
         # no live lease. The statuses come from the transition table.
         anytime = ", ".join(f"'{s}'" for s in sorted(sources_for(S.RUNNING) - DUE_ONLY))
         when_due = ", ".join(f"'{s}'" for s in sorted(sources_for(S.RUNNING) & DUE_ONLY))
+        # The lease is free (``records.lease_free``): none, expired, or the one a delivery found
+        # held by a holder that is gone (``take_over``; NULL matches nothing).
         self.claim_sql = (
             f"UPDATE {execution} SET {ec('status')} = '{S.RUNNING}', {ec('lease_token')} = %(token)s, "
-            f"{ec('lease_expires_at')} = {until}, {ec('deliveries')} = {ec('deliveries')} + 1, "
+            f"{ec('lease_expires_at')} = {until}, {ec('lease_holder')} = %(holder)s{text}, "
+            f"{ec('deliveries')} = {ec('deliveries')} + 1, "
             f"{ec('started_at')} = COALESCE({ec('started_at')}, {now}), {ec('wake_pending')} = FALSE "
             f"WHERE {ec('id')} = %(id)s "
             f"AND ({ec('status')} IN ({anytime}) "
             f"OR ({ec('status')} IN ({when_due}) AND {ec('wake_at')} <= {now})) "
-            f"AND ({ec('lease_token')} IS NULL OR {ec('lease_expires_at')} < {now}) "
+            f"AND ({ec('lease_token')} IS NULL OR {ec('lease_expires_at')} < {now} "
+            f"OR {ec('lease_token')} = %(take_over)s{text}) "
             f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, "
             # Whether there is a journal to read: a first delivery skips that round trip.
             f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"
@@ -115,7 +120,6 @@ class Statements:
         read = [as_text.format(sc(c)) if c.endswith("_at") else sc(c) for c in RECORD_FIELDS]
         # No ORDER BY: replay looks records up by key; sorting a long journal costs a sort.
         self.journal_sql = f"SELECT {', '.join(read)} FROM {step} WHERE {sc('execution')} = %(id)s"
-        text = "::text" if casts else ""
         values = [f"%({c})s{casts.get(c, text)}" for c in ("execution_id", *RECORD_FIELDS)]
         # One statement, so one write transaction: it inserts only while the lease is ours,
         # and a key recorded already is left as it is (the caller finds out which it was).
@@ -242,12 +246,22 @@ class Statements:
         """The parameter for ``now + seconds`` in this vendor's time expression."""
         return seconds if self.vendor == "postgresql" else f"{seconds:+.6f} seconds"
 
-    def claim_params(self, execution_id: str, token: str, lease_seconds: float, offset: float) -> dict:
+    def claim_params(
+        self,
+        execution_id: str,
+        token: str,
+        lease_seconds: float,
+        offset: float,
+        holder: str | None = None,
+        take_over: str | None = None,
+    ) -> dict:
         return {
             "id": execution_id,
             "token": token,
             "now": self.moment(offset),
             "until": self.moment(offset + lease_seconds),
+            "holder": holder,
+            "take_over": take_over,
         }
 
     def insert_params(self, record: StepRecordData, execution_id: str, token: str, adapt) -> dict:

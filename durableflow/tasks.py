@@ -1,37 +1,78 @@
 """Celery tasks: thin adapters that take ids and call the operations.
 
-Registered under the names in ``durableflow.dispatch``, which is what everything sends.
+Registered under the names in ``durableflow.dispatch``, which is what everything sends. Every
+task heals the process's database connections before its work and after it
+(``durableflow.healing``). A delivery or an item task the database failed under ends without
+an outcome (``faults.FAULT``) and is sent again with back-off (``faults.resend_delay``), at
+most ``faults.MAX_RESENDS`` times in a row; after that the sweep sends it again.
 """
 
 from __future__ import annotations
 
-from celery import shared_task
+import logging
+from typing import Any, Callable
+
+from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from durableflow import dispatch, operations
+from durableflow.engine import faults
+from durableflow.healing import heal
 from durableflow.leases import keeper
+
+logger = logging.getLogger("durableflow.delivery")
+
+
+class _Healed(Task):
+    """The base of durableflow's tasks: the process's connections healed around each run."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        heal()
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            heal()
+
+
+def _task(name: str, **options: Any) -> Callable[[Callable[..., Any]], Task]:
+    """A durableflow task, registered under ``name``."""
+    return shared_task(name=name, base=_Healed, ignore_result=True, **options)
 
 
 # acks_late + reject_on_worker_lost: a message whose worker died is handed out again where
 # the broker can; where it cannot (filesystem, SQL transports) the sweep re-sends it.
-@shared_task(name=dispatch.DELIVER, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def deliver(execution_id: str) -> str:
-    return operations.deliver(execution_id)
+@_task(dispatch.DELIVER, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def deliver(self: Task, execution_id: str) -> str:
+    return _again_after_fault(self, operations.deliver(execution_id))
 
 
-@shared_task(name=dispatch.RUN_ITEM, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def run_item(execution_id: str, key: str) -> str:
-    return operations.run_item(execution_id, key)
+@_task(dispatch.RUN_ITEM, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+def run_item(self: Task, execution_id: str, key: str) -> str:
+    return _again_after_fault(self, operations.run_item(execution_id, key))
 
 
-@shared_task(name=dispatch.SWEEP, ignore_result=True)
+@_task(dispatch.SWEEP)
 def sweep() -> dict[str, int]:
     return operations.sweep()
 
 
-@shared_task(name=dispatch.PRUNE, ignore_result=True)
+@_task(dispatch.PRUNE)
 def prune(older_than: str | float) -> int:
     return operations.prune(older_than)
+
+
+def _again_after_fault(task: Task, happened: str) -> str:
+    """Send the task again with back-off if the database failed under it (``Task.retry``: the
+    same message, counted in ``request.retries``, with a countdown)."""
+    if happened != faults.FAULT or task.request.called_directly:
+        return happened
+    resends = task.request.retries
+    if resends >= faults.MAX_RESENDS:
+        logger.warning("%s%r: the database failed %d times in a row; the sweep sends it again", task.name,
+                       tuple(task.request.args or ()), resends + 1)  # fmt: skip
+        return happened
+    # A publish that fails rejects the message (Celery's Reject): the sweep sends it again.
+    raise task.retry(countdown=faults.resend_delay(resends))
 
 
 @worker_process_shutdown.connect(weak=False)  # prefork pool processes

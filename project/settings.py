@@ -120,6 +120,10 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A pool process killed mid-task: its task counts as lost after 1 s, not Celery's 10 s wait for a
+# result it might have sent first (none is kept here). Until then its slot takes no other task:
+# on the synchronous pool of the filesystem transport, a second kill would stall the worker.
+CELERY_WORKER_LOST_WAIT = 1.0
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "durableflow"
 # Celery's Django fix-up closes the database connection before and after every task unless

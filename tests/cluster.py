@@ -98,15 +98,22 @@ class Cluster:
         self.processes: list[Process] = []
         atexit.register(self.stop_all)
 
-    def _spawn(self, name: str, args: list[str]) -> Process:
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Process:
         argv = [sys.executable, "-m", "celery", "-A", "project", *args]
-        process = Process(f"{name}-{next(_counter)}", argv, self.env, self.log_dir)
+        process = Process(f"{name}-{next(_counter)}", argv, {**self.env, **(env or {})}, self.log_dir)
         self.processes.append(process)
         return process
 
     def worker(
-        self, queues: str = "durableflow", *, concurrency: int = 1, loglevel: str = "info", ready: str = " ready."
+        self,
+        queues: str = "durableflow",
+        *,
+        concurrency: int = 1,
+        loglevel: str = "info",
+        ready: str = " ready.",
+        env: dict[str, str] | None = None,
     ) -> Process:
+        """A worker on ``queues``; ``env``: variables set for it on top of the cluster's."""
         name = f"w{next(_counter)}"
         process = self._spawn(
             name,
@@ -126,6 +133,7 @@ class Cluster:
                 "--without-mingle",
                 "--without-heartbeat",
             ],
+            env,
         )
         # ``ready``: a line the worker prints once it consumes (Celery's own is logged at INFO).
         try:

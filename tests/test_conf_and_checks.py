@@ -50,3 +50,24 @@ def test_pickle_named_by_its_mime_type_is_reported_too(accept):
         assert [w.id for w in checks.check_celery_safety()] == ["durableflow.W002"]
     with override_settings(CELERY_ACCEPT_CONTENT=["json", "application/json", "msgpack"]):
         assert checks.check_celery_safety() == []
+
+
+def test_every_connection_clean_up_switched_off_is_reported(monkeypatch):
+    from django.db import connections
+
+    from durableflow.orm import db_alias
+
+    assert checks.check_connection_cleanup() == []  # the recommended settings
+    config = connections.settings[db_alias()]
+    monkeypatch.setitem(config, "CONN_HEALTH_CHECKS", False)
+    monkeypatch.setitem(config, "CONN_MAX_AGE", None)
+
+    [warning] = checks.check_connection_cleanup()
+
+    assert warning.id == "durableflow.W004"
+    assert "found only by the query that fails on it" in warning.msg
+    assert "CONN_HEALTH_CHECKS = True" in warning.hint
+    with override_settings(CELERY_DB_REUSE_MAX=0):  # Celery closes connections around every task
+        assert checks.check_connection_cleanup() == []
+    monkeypatch.setitem(config, "CONN_MAX_AGE", 0)  # closed after every task
+    assert checks.check_connection_cleanup() == []

@@ -306,9 +306,11 @@ def test_a_settle_that_lands_while_an_execution_parks_is_not_lost(backend, monke
         return watch(effect_id, *args)
 
     def meanwhile():
-        monkeypatch.setattr(engine, "watch_effect", settled_meanwhile)
+        # On the class: the delivery runs the verbs on its own guard of the storage.
+        original = type(engine).watch_effect
+        monkeypatch.setattr(type(engine), "watch_effect", lambda _, *args: settled_meanwhile(*args))
         outcomes.append(backend.deliver(second))
-        monkeypatch.setattr(engine, "watch_effect", watch)
+        monkeypatch.setattr(type(engine), "watch_effect", original)
 
     service.hook = meanwhile
 

@@ -33,6 +33,7 @@ from durableflow.documents import waiting
 from durableflow.documents.expressions import evaluate
 from durableflow.documents.machine import Dag, Run, Transition
 from durableflow.documents.tasks import TaskDefinition, tasks
+from durableflow.engine.faults import StorageFault
 from durableflow.engine.records import LeaseLost, StepConflict, StepRecordData
 from durableflow.engine.states import StepStatus
 
@@ -114,8 +115,9 @@ class Tracer:
 
     def flush(self) -> None:
         """Write the new trace records in one fenced write, unless the lease is known lost (a
-        conflicting or fenced-out delivery writes nothing more; its successor will)."""
-        if not self.pending or isinstance(self.ctx.interrupt, (LeaseLost, StepConflict)):
+        conflicting or fenced-out delivery writes nothing more; its successor will) or the
+        database failed (the delivery ends; the next one writes them)."""
+        if not self.pending or isinstance(self.ctx.interrupt, (LeaseLost, StepConflict, StorageFault)):
             return
         pending, self.pending = self.pending, []
         self.ctx._write_many(pending)

@@ -85,7 +85,13 @@ class Context:
         self._in_step: str | None = None
         # Control flow the workflow code must not swallow: the first interrupt raised is
         # latched here and wins over whatever the code does with the exception.
-        self.interrupt: BaseException | None = None
+        self._interrupt: BaseException | None = None
+
+    @property
+    def interrupt(self) -> BaseException | None:
+        """What ends this delivery whatever workflow code does: a storage fault (the journal's
+        storage latches it), else the first interrupt a step raised (``_latch``)."""
+        return self._journal.fault or self._interrupt
 
     # Deterministic helpers ------------------------------------------------------------
 
@@ -139,8 +145,8 @@ class Context:
     # Engine internals (used by StepAPI) ----------------------------------------------
 
     def _latch(self, interrupt: BaseException) -> BaseException:
-        if self.interrupt is None:
-            self.interrupt = interrupt
+        if self._interrupt is None:
+            self._interrupt = interrupt
         return interrupt
 
     def _key(self, args: tuple, depth: int = 2) -> tuple[str, tuple]:

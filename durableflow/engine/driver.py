@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from durableflow import exceptions, values
 from durableflow.engine import sagas
 from durableflow.engine.context import Context
+from durableflow.engine.faults import FAULT, StorageFault
 from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     CancelRequested,
@@ -34,7 +35,7 @@ from durableflow.registry import Registry
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST"]
+__all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST", "FAULT"]
 
 logger = logging.getLogger("durableflow.delivery")
 
@@ -55,6 +56,10 @@ def run(
 
     Safe to call any number of times at once for the same execution: only the delivery
     that claims the lease runs workflow code, and every write it makes is fenced by it.
+
+    A storage fault (``durableflow.engine.faults``) anywhere, the claim and the outcome
+    included, ends the delivery with ``FAULT``: nothing more is written, the run's status is
+    left as the claim made it, and the caller delivers it again.
     """
     try:
         claim = journal.claim()
@@ -68,6 +73,13 @@ def run(
             journal.execution_id,
         )
         return LEASE_LOST
+    except StorageFault as fault:
+        logger.warning(
+            "execution %s: the database failed under the delivery (%s); it ends without an outcome",
+            journal.execution_id,
+            fault,
+        )
+        return FAULT
     finally:
         journal.close()
     return type(outcome).__name__.lower()
@@ -110,6 +122,8 @@ def _replay(
         result, error = None, exc
     if ctx.interrupt is not None:
         error = ctx.interrupt
+    if isinstance(error, StorageFault):
+        raise error  # the database's failure, not the workflow's: no outcome at all
     if claim.cancel_requested is not None and (error is None or isinstance(error, _ENDS_CANCELLED)):
         # Cancelled: however the replay ended (at the cancel, or done already), it compensates.
         return _unwind(ctx, status=ExecutionStatus.CANCELLED, error=claim.cancel_requested)

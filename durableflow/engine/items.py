@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import dispatch, exceptions, values
+from durableflow.engine import faults
 from durableflow.engine.states import StepStatus
 from durableflow.engine.storage import NOW
 from durableflow.engine.timeouts import call_with_timeout
@@ -68,13 +69,38 @@ class Items:
         the claim is a compare-and-set that bumps the record's attempt count, and only the
         attempt that claimed last may record an outcome. A body may so run more than once
         (after a crash or a lost message), but its result is recorded once.
+
+        The database failing under it (``faults.FAULT``) ends it without an outcome: the
+        connection is dropped and the attempt given back if the database answers again, so
+        that the item task sent again runs it at once (the body, then, once more).
         """
+        running = type(self)(faults.Guarded(self.storage), self.registry, self.settings)
+        attempt: list[int] = []
+        try:
+            return running._run_item(execution_id, key, attempt)
+        except faults.StorageFault as fault:
+            logger.warning("item %r of execution %s: the database failed under it (%s)", key, execution_id, fault)
+        storage = faults.unguarded(self.storage)
+        storage.reset()
+        try:
+            if attempt:  # waiting again, as sent: claimable at once, and re-sent by the sweep if lost
+                storage.finish_item(execution_id, key, attempt[0], {"status": StepStatus.WAITING, "started_at": NOW})
+        except Exception as exc:
+            if not storage.is_fault(exc):
+                raise
+            storage.reset()
+        return faults.FAULT
+
+    def _run_item(self: Engine, execution_id: str, key: str, attempt: list[int]) -> str:
         storage = self.storage
         claimed = storage.claim_item(execution_id, key, self.settings.lease_seconds)
         if claimed is None:
-            logger.info("item %r of execution %s skipped: finished, running elsewhere or not runnable", key, execution_id)
+            logger.info(
+                "item %r of execution %s skipped: finished, running elsewhere or not runnable", key, execution_id
+            )
             return "skipped"
-        attempt, meta = claimed
+        attempt.append(claimed[0])
+        meta = claimed[1]
         try:
             fn = resolve_function(meta["fn"])
         except (ImportError, AttributeError):
@@ -84,8 +110,10 @@ class Items:
             return "unavailable"
         fields = self._perform(fn, meta)
         with storage.atomic():
-            if not storage.finish_item(execution_id, key, attempt, fields):
-                logger.warning("stale item result rejected: %r of execution %s (attempt %d)", key, execution_id, attempt)
+            if not storage.finish_item(execution_id, key, attempt[0], fields):
+                logger.warning(
+                    "stale item result rejected: %r of execution %s (attempt %d)", key, execution_id, attempt[0]
+                )
                 return "stale"
             following = storage.send_next_item(execution_id)  # max_concurrency: the next one waiting
             if following is not None:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import dispatch
+from durableflow.engine import faults, holders
 from durableflow.engine.records import (
     RECORD_FIELDS,
     Claim,
@@ -26,7 +27,7 @@ from durableflow.engine.records import (
     outcome_fields,
     same_outcome,
 )
-from durableflow.engine.states import TERMINAL, ExecutionStatus
+from durableflow.engine.states import LEASED, TERMINAL, ExecutionStatus
 from durableflow.engine.storage import Storage
 
 if TYPE_CHECKING:
@@ -44,10 +45,24 @@ class Journal:
     late messages, a sweep re-send, a zombie worker). The claim is a compare-and-set on the
     lease, so one wins; every later write names the winner's token, so the others' writes
     match nothing and are rejected.
+
+    Its storage is guarded (``durableflow.engine.faults``): a database failure in any of its
+    operations raises ``StorageFault`` and is kept in ``fault``.
     """
 
-    def __init__(self, storage: Storage, execution_id: str, *, lease_seconds: float, engine: Engine | None = None):
-        self.storage = storage
+    def __init__(
+        self,
+        storage: Storage,
+        execution_id: str,
+        *,
+        lease_seconds: float,
+        engine: Engine | None = None,
+        lease_holders: holders.Holders | None = None,
+    ):
+        self.storage = faults.guard(storage)
+        # Who claims (recorded with the lease), and who judges whether a holder found is gone.
+        self.holders = lease_holders or holders.local()
+        self.found: bool | None = None  # after a claim that matched nothing: whether the row exists
         # The verbs a delivery needs beyond its own journal: starting children, waking the
         # executions that wait for this one to end.
         self.engine = engine
@@ -61,10 +76,14 @@ class Journal:
         self.claimed: Claim | None = None
 
     def claim(self) -> Claim | None:
-        """Take the lease if the execution is runnable and unleased; load it and its records."""
-        row = self.storage.claim(self.execution_id, self.token, self.lease_seconds)
+        """Take the lease if the execution is runnable and unleased (or leased by a holder that
+        is gone: ``durableflow.engine.holders``); load it and its records."""
+        row = self.storage.claim(self.execution_id, self.token, self.lease_seconds, holder=self.holders.text)
         if row is None:
-            return None
+            row = self._take_over()
+            if row is None:
+                return None
+        holders.hold(self.token)
         self._lease = self.storage.keep_lease(self.execution_id, self.token, self.lease_seconds)
         self._clock = (row.now, self.storage.monotonic())
         execution = row.execution
@@ -86,10 +105,32 @@ class Journal:
         )
         return self.claimed
 
+    def _take_over(self):
+        """After a claim that matched nothing: claim the lease from its holder if that is gone."""
+        current = self.storage.get_execution(self.execution_id, ("status", "lease_token", "lease_holder"))
+        self.found = current is not None
+        if current is None or current.status not in LEASED or current.lease_token is None:
+            return None
+        if not self.holders.gone(current.lease_holder, current.lease_token):
+            return None
+        logger.warning(
+            "execution %s: the holder of its lease (%s) is gone; taking the lease over",
+            self.execution_id,
+            current.lease_holder,
+        )
+        return self.storage.claim(
+            self.execution_id, self.token, self.lease_seconds, holder=self.holders.text, take_over=current.lease_token
+        )
+
     def now(self) -> datetime:
         """The delivery's clock: the storage's clock at the claim, moved on locally."""
         claimed, at = self._clock
         return claimed + timedelta(seconds=self.storage.monotonic() - at)
+
+    @property
+    def fault(self) -> faults.StorageFault | None:
+        """The first storage fault this delivery met (it ends the delivery), or None."""
+        return self.storage.fault
 
     def lease_lost(self) -> bool:
         """True once the lease is known to be gone (a rejected write, a failed heartbeat)."""
@@ -202,6 +243,7 @@ class Journal:
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""
+        holders.release(self.token)
         if self._lease is not None:
             self.storage.release_lease(self._lease)
             self._lease = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from durableflow.engine.holders import Holders, local
 from durableflow.options import Retry
 
 __all__ = ["EngineSettings"]
@@ -20,3 +21,9 @@ class EngineSettings:
     # Called at the end of a helper thread that ran a step body with ``timeout=`` off the
     # main thread (Django's face closes that thread's database connections).
     on_thread_exit: Callable[[], None] | None = None
+    # This process as a lease holder, and how it sees the other processes of its machine
+    # (``durableflow.engine.holders``; tests give their own). None: this process, when asked.
+    holders: Holders | None = None
+
+    def lease_holders(self) -> Holders:
+        return self.holders if self.holders is not None else local()

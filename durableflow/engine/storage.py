@@ -48,8 +48,11 @@ Executions
                                          watches: how many were deleted
 
 A delivery (leases and the journal)
-    ``claim(id, token, lease_seconds)``  compare-and-set the lease if the execution is claimable (status
-                                         and due time judged by the storage's clock): a ``ClaimRow``, or None
+    ``claim(id, token, lease_seconds, *, holder=None, take_over=None)``
+                                         compare-and-set the lease if the execution is claimable (status and
+                                         due time judged by the storage's clock) and its lease is free
+                                         (``records.lease_free``: none, expired, or the token ``take_over``),
+                                         recording ``holder``: a ``ClaimRow``, or None
     ``keep_lease(id, token, seconds)``   keep renewing the lease while steps run: a handle with ``.lost``
     ``release_lease(handle)``
     ``holds_lease(id, token)``
@@ -120,6 +123,14 @@ Transactional steps
                                          other database alias is refused (``TRANSACTION_WRONG_ALIAS``)
     ``is_transient(exc)``                whether an error raised in a scope calls for running it again
                                          (serialization failure, deadlock, a busy database)
+
+Faults (``durableflow.engine.faults``)
+    ``is_fault(exc)``                    whether an error raised by one of these methods is the database's
+                                         failure (a lost connection, a timeout, a busy database...), not a
+                                         refusal of the values written: a delivery that meets one ends without
+                                         an outcome and is delivered again
+    ``reset()``                          after a fault: drop the connection (the next call opens a new one);
+                                         nothing inside a transaction
 Effects (``durableflow.engine.effects``)
     ``create_effect(fields)``            insert a pending effect; whether it was inserted (False: its id is
                                          taken; the caller's transaction goes on unharmed)
@@ -142,6 +153,8 @@ The sweep
     ``lock_stale(redeliver_after, limit)``
                                          runnable executions nobody is on (lease free or expired) whose last
                                          wake-up is older than ``redeliver_after`` seconds: (id, queue)
+    ``leased_on(host, limit)``           running executions under an unexpired lease whose holder is on
+                                         ``host`` (``holders.Holder.host``): (id, queue, token, holder)
 
 Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
     ``get_store(name, store_id)``        the store, or None
@@ -250,7 +263,15 @@ class Storage(Protocol):
     def delete_finished(self, ids: list[str]) -> int: ...
 
     # A delivery
-    def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None: ...
+    def claim(
+        self,
+        execution_id: str,
+        token: str,
+        lease_seconds: float,
+        *,
+        holder: str | None = None,
+        take_over: str | None = None,
+    ) -> ClaimRow | None: ...
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> LeaseHandle: ...
     def release_lease(self, handle: LeaseHandle) -> None: ...
     def holds_lease(self, execution_id: str, token: str) -> bool: ...
@@ -304,6 +325,11 @@ class Storage(Protocol):
     # Transactional steps
     def transaction_scope(self) -> AbstractContextManager[Scope]: ...
     def is_transient(self, exc: BaseException) -> bool: ...
+
+    # Faults
+    def is_fault(self, exc: BaseException) -> bool: ...
+    def reset(self) -> None: ...
+
     # Effects
     def create_effect(self, fields: dict[str, Any]) -> bool: ...
     def get_effect(self, effect_id: str) -> Any | None: ...
@@ -317,6 +343,7 @@ class Storage(Protocol):
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...
+    def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]: ...
 
     # Stores
     def get_store(self, name: str, store_id: str) -> Any | None: ...

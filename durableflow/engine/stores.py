@@ -25,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import tracking
+from durableflow.engine import faults, tracking
 from durableflow.engine.records import LeaseLost
 from durableflow.engine.states import DUE_ONLY, TERMINAL
 from durableflow.engine.storage import NOW
@@ -152,7 +152,7 @@ class Stores:
         storage = self.storage
         for _ in range(_ATTEMPTS):
             try:
-                with storage.atomic():
+                with faults.retrying(storage), storage.atomic():
                     if claim is not None and not step.first_try:
                         applied = storage.get_applied(step.execution_id, step.key)
                         if applied is not None:
@@ -248,7 +248,7 @@ class Stores:
         storage = self.storage
         for _ in range(_ATTEMPTS):
             try:
-                with storage.atomic():
+                with faults.retrying(storage), storage.atomic():
                     if step is not None and not step.first_try:
                         applied = storage.get_applied(step.execution_id, step.key)
                         if applied is not None:

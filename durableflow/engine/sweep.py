@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from durableflow import dispatch
+from durableflow.engine.records import RELEASED
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.storage import NOW
 
@@ -25,6 +26,9 @@ class Sweeping:
     def sweep(self: Engine) -> dict[str, int]:
         """Wake due executions and re-send wake-ups nobody acted on; return counts.
 
+        Leases held on this machine by processes that are gone are given back at once
+        (``_take_over_gone``); others are waited out.
+
         Safe to run from several beats at once: the due and stale rows are locked by the
         sweep that reads them (others skip them), waking is a compare-and-set from
         ``waiting`` to ``pending``, and a duplicate wake-up is harmless because only one
@@ -43,6 +47,7 @@ class Sweeping:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
                 for pk, queue in stale:
                     storage.enqueue(dispatch.DELIVER, (pk,), queue)
+        taken = self._take_over_gone(batch)
         items = self._resend_items(batch)
         # A child whose end did not wake its waiting parent (the worker died after its outcome).
         stranded = storage.stranded_waiters(batch)
@@ -51,16 +56,35 @@ class Sweeping:
                 self.wake(stranded)
         # Store waiters woken while their execution was still running (see engine/stores.py).
         stores = self.sweep_store_waiters(batch)
-        if due or stale or items or stores:
+        if due or stale or taken or items or stores:
             logger.info(
-                "sweep: %d due (%d woken), %d stale, %d items resent, %d woken for stores",
+                "sweep: %d due (%d woken), %d stale, %d taken over, %d items resent, %d woken for stores",
                 len(due),
                 len(woken) if due else 0,
                 len(stale),
+                taken,
                 items,
                 stores,
             )
-        return {"due": len(due), "stale": len(stale), "items": items, "stores": stores}
+        return {"due": len(due), "stale": len(stale), "taken_over": taken, "items": items, "stores": stores}
+
+    def _take_over_gone(self: Engine, limit: int) -> int:
+        """Give back the leases held on this machine by processes that are gone (a killed pool
+        child whose message the broker lost: the filesystem transport), and deliver those
+        executions again at once, not after their lease. Each give-back is fenced by the token
+        found, so a delivery that took the lease over meanwhile keeps it."""
+        holders, storage = self.settings.lease_holders(), self.storage
+        if holders.host is None:
+            return 0
+        taken = 0
+        for pk, queue, token, holder in storage.leased_on(holders.host, limit):
+            if holders.gone(holder, token) and storage.update_execution(
+                pk, {**RELEASED, "enqueued_at": NOW}, token=token
+            ):
+                logger.warning("sweep: the holder of execution %s's lease (%s) is gone; delivering it again", pk, holder)
+                storage.enqueue(dispatch.DELIVER, (pk,), queue)
+                taken += 1
+        return taken
 
     def _complete_timers(self: Engine, due: list[tuple[str, str, dict[str, Any] | None]]) -> None:
         """Record the due timers as over, for the whole batch at once.

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import time
 
-from durableflow.engine import driver
+from durableflow.engine import driver, faults
 from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
 from durableflow.engine.lineage import Lineage
 from durableflow.engine.pruning import Pruning
+from durableflow.engine.records import RELEASED
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
@@ -46,32 +47,78 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
         self.settings = settings or EngineSettings()
 
     def journal(self, execution_id: str) -> Journal:
-        """A delivery's lease on ``execution_id`` (not claimed yet)."""
-        return Journal(self.storage, execution_id, lease_seconds=self.settings.lease_seconds, engine=self)
+        """A delivery's lease on ``execution_id`` (not claimed yet), on its own guard of the
+        storage (``durableflow.engine.faults``), with the verbs its steps call on the same guard."""
+        guarded = faults.Guarded(self.storage)
+        delivering = Engine(guarded, self.registry, self.settings)
+        return Journal(
+            guarded,
+            execution_id,
+            lease_seconds=self.settings.lease_seconds,
+            engine=delivering,
+            lease_holders=self.settings.lease_holders(),
+        )
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs.
 
         Where a start sends the delivery while its row commits (``storage.early_deliveries``),
         one that finds no row waits for it a little (about a second in all), then claims it.
+
+        The database failing under it (``faults.FAULT``) ends it without an outcome: the
+        connection is dropped and the lease given back (fenced by its token) if the database
+        answers again, so that the delivery sent again claims it at once. One that failed before
+        it claimed anything (a connection the database dropped while it was idle) is tried once
+        more at once, on a new connection.
         """
-        happened = driver.run(self.journal(execution_id), self.registry, self.settings, self)
-        if happened == driver.SKIPPED and self.storage.early_deliveries:
-            happened = self._claim_on_arrival(execution_id)
-        if happened == driver.SKIPPED:
+        happened, journal = self._deliver(execution_id)
+        if happened == faults.FAULT and journal.claimed is None:
+            self.storage.reset()
+            happened, journal = self._deliver(execution_id)
+        if happened == faults.FAULT:
+            self._give_back(journal)
+        elif happened == driver.SKIPPED:
             logger.info("delivery skipped: execution %s is not runnable, is leased or does not exist", execution_id)
         return happened
 
-    def _claim_on_arrival(self, execution_id: str) -> str:
-        """After a claim that matched nothing: wait for the row if it is not there, then claim
-        again (it may also have been committed just after the first claim; a row that was there
-        and is not claimable is skipped again, for one statement more)."""
-        if self.storage.get_execution(execution_id, ("status",)) is None:
-            logger.info("delivery early: execution %s is not written yet; waiting for its start", execution_id)
-            for pause in ARRIVAL_PAUSES:
-                time.sleep(pause)
-                if self.storage.get_execution(execution_id, ("status",)) is not None:
-                    break
-            else:
-                return driver.SKIPPED  # never written (a start that failed), or deleted since
-        return driver.run(self.journal(execution_id), self.registry, self.settings, self)
+    def _deliver(self, execution_id: str) -> tuple[str, Journal]:
+        journal = self.journal(execution_id)
+        happened = driver.run(journal, self.registry, self.settings, journal.engine)
+        if happened == driver.SKIPPED and self.storage.early_deliveries:
+            try:
+                arrived = journal.found or self._arrived(journal.storage, execution_id)
+            except faults.StorageFault:
+                return faults.FAULT, journal
+            if arrived:
+                journal = self.journal(execution_id)
+                happened = driver.run(journal, self.registry, self.settings, journal.engine)
+        return happened, journal
+
+    def _arrived(self, storage: faults.Guarded, execution_id: str) -> bool:
+        """After a claim that matched nothing and found no row: wait for it; whether to claim
+        again. (A row that is there is claimed again at once: it may have been committed just
+        after the first claim; one that is not claimable is skipped again, for one statement more.)"""
+        logger.info("delivery early: execution %s is not written yet; waiting for its start", execution_id)
+        for pause in ARRIVAL_PAUSES:
+            time.sleep(pause)
+            if storage.get_execution(execution_id, ("status",)) is not None:
+                return True
+        return False  # never written (a start that failed), or deleted since
+
+    def _give_back(self, journal: Journal) -> None:
+        """After a fault: a new connection, and the lease released if the database lets it.
+
+        If it does not (still failing), the lease stays until it expires, or until a delivery
+        finds its holder gone (``durableflow.engine.holders``).
+        """
+        storage = faults.unguarded(self.storage)
+        storage.reset()
+        if journal.claimed is None:
+            return
+        try:
+            storage.update_execution(journal.execution_id, dict(RELEASED), token=journal.token)
+        except Exception as exc:
+            if not storage.is_fault(exc):
+                raise
+            logger.info("execution %s: its lease could not be given back (%s); it lapses", journal.execution_id, exc)
+            storage.reset()

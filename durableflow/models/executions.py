@@ -85,9 +85,12 @@ class Execution(models.Model):
     # What seeds ctx.random() and ctx.uuid() (None: the id): a fork keeps its origin's, so that
     # the journal it kept replays the same draws.
     seed = models.CharField(max_length=200, null=True, blank=True)
-    # The lease of the delivery running it. Every journal write is fenced by the token.
+    # The lease of the delivery running it. Every journal write is fenced by the token. The
+    # holder ("<host> <pid> <start time>", durableflow.engine.holders) is the process that
+    # claimed it, meaningful while the token is set: a holder gone from this host is taken over.
     lease_token = models.CharField(max_length=32, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    lease_holder = models.CharField(max_length=255, null=True, blank=True)
     enqueued_at = models.DateTimeField(db_default=Now())
     deliveries = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(db_default=Now())

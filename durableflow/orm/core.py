@@ -26,7 +26,7 @@ from django.db.models.functions import Now
 from durableflow import dispatch
 from durableflow.conf import df_settings
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.states import TERMINAL
+from durableflow.engine.states import LEASED, TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 from durableflow.leases import Lease, keeper
 from durableflow.models import Execution, StepRecord, Waiter
@@ -256,10 +256,18 @@ class OrmCore:
 
     # A delivery -------------------------------------------------------------------------
 
-    def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None:
+    def claim(
+        self,
+        execution_id: str,
+        token: str,
+        lease_seconds: float,
+        *,
+        holder: str | None = None,
+        take_over: str | None = None,
+    ) -> ClaimRow | None:
         sql, cursor = self._sql()
         offset = self.offset.total_seconds()
-        cursor.execute(sql.claim_sql, sql.claim_params(execution_id, token, lease_seconds, offset))
+        cursor.execute(sql.claim_sql, sql.claim_params(execution_id, token, lease_seconds, offset, holder, take_over))
         row = cursor.fetchone()
         if row is None:
             return None
@@ -383,6 +391,12 @@ class OrmCore:
             .select_for_update(skip_locked=True)
         )
         return list(rows.values_list("id", "queue")[:limit])
+
+    def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
+        rows = self._executions().filter(
+            status__in=list(LEASED), lease_expires_at__gte=self._now(), lease_holder__startswith=f"{host} "
+        )
+        return list(rows.order_by().values_list("id", "queue", "lease_token", "lease_holder")[:limit])
 
 
 class ById:

@@ -18,14 +18,14 @@ from typing import Iterator
 
 from django.db import connections, transaction
 
-from durableflow.engine import transactions
+from durableflow.engine import faults, transactions
 from durableflow.engine.transactions import Scope
 
 __all__ = ["OrmTransactions"]
 
 
 class OrmTransactions:
-    """``transaction_scope`` and ``is_transient`` on the ORM (a part of ``OrmStorage``)."""
+    """``transaction_scope``, ``is_transient`` and the faults on the ORM (a part of ``OrmStorage``)."""
 
     alias: str
 
@@ -48,6 +48,16 @@ class OrmTransactions:
         # psycopg's errors carry the SQLSTATE (Django keeps them as __cause__); SQLite says
         # "database is locked" once its busy timeout passed.
         return transactions.transient(exc)
+
+    def is_fault(self, exc: BaseException) -> bool:
+        # Django's wrappers of the driver's errors, and the driver's own (a cursor of durableflow's
+        # raises psycopg's where Django's wrapper is not in the way).
+        return faults.is_fault(exc)
+
+    def reset(self) -> None:
+        connection = connections[self.alias]
+        if not connection.in_atomic_block:  # a caller's transaction (a test's) ends with its owner
+            connection.close()
 
 
 class _OtherAlias:

@@ -18,8 +18,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
 from durableflow.engine.memory.clone import clone
-from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.states import DUE_ONLY, RUNNABLE, TERMINAL, ExecutionStatus
+from durableflow.engine.records import RECORD_FIELDS, StepRecordData, lease_free
+from durableflow.engine.states import DUE_ONLY, LEASED, RUNNABLE, TERMINAL, ExecutionStatus
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
@@ -64,6 +64,7 @@ class MemoryExecution:
     waiting_for: dict[str, Any] | None = None
     lease_token: str | None = None
     lease_expires_at: datetime | None = None
+    lease_holder: str | None = None
     deliveries: int = 0
     watched: bool = False
     wake_pending: bool = False
@@ -286,12 +287,12 @@ class MemoryCore:
 
     # A delivery -------------------------------------------------------------------------
 
-    def _claimable(self, execution: MemoryExecution, now: datetime) -> bool:
+    def _claimable(self, execution: MemoryExecution, now: datetime, take_over: str | None = None) -> bool:
         if execution.status not in RUNNABLE:
             return False
         if execution.status in DUE_ONLY and (execution.wake_at is None or execution.wake_at > now):
             return False
-        return execution.lease_token is None or execution.lease_expires_at <= now
+        return lease_free(execution.lease_token, execution.lease_expires_at, now, take_over)
 
     def claimable_ids(self) -> list[str]:
         """Executions a delivery could claim now (the tester delivers these)."""
@@ -299,15 +300,24 @@ class MemoryCore:
         with self.lock:
             return [e.id for e in self.tables.executions.values() if self._claimable(e, now)]
 
-    def claim(self, execution_id: str, token: str, lease_seconds: float) -> ClaimRow | None:
+    def claim(
+        self,
+        execution_id: str,
+        token: str,
+        lease_seconds: float,
+        *,
+        holder: str | None = None,
+        take_over: str | None = None,
+    ) -> ClaimRow | None:
         with self.lock:
             execution = self.tables.executions.get(execution_id)
             now = self.clock()
-            if execution is None or not self._claimable(execution, now):
+            if execution is None or not self._claimable(execution, now, take_over):
                 return None
             execution.status = S.RUNNING
             execution.lease_token = token
             execution.lease_expires_at = now + timedelta(seconds=lease_seconds)
+            execution.lease_holder = holder
             execution.deliveries += 1
             execution.started_at = execution.started_at or now
             execution.wake_pending = False
@@ -438,3 +448,15 @@ class MemoryCore:
                 key=lambda e: e.enqueued_at,
             )
             return [(e.id, e.queue) for e in stale[:limit]]
+
+    def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
+        now = self.clock()
+        with self.lock:
+            return [
+                (e.id, e.queue, e.lease_token, e.lease_holder)
+                for e in self.tables.executions.values()
+                if e.status in LEASED
+                and e.lease_token is not None
+                and e.lease_expires_at >= now
+                and (e.lease_holder or "").startswith(f"{host} ")
+            ][:limit]

@@ -16,14 +16,14 @@ import weakref
 from collections.abc import MutableMapping
 from typing import Any, Iterator
 
-from durableflow.engine import transactions
+from durableflow.engine import faults, transactions
 from durableflow.engine.transactions import Scope
 
 __all__ = ["MemoryTransactions", "MemoryTable"]
 
 
 class MemoryTransactions:
-    """``transaction_scope`` and ``is_transient`` in memory (a part of ``InMemoryStorage``)."""
+    """``transaction_scope``, ``is_transient`` and the faults in memory (a part of ``InMemoryStorage``)."""
 
     @contextlib.contextmanager
     def transaction_scope(self) -> Iterator[Scope]:
@@ -39,6 +39,13 @@ class MemoryTransactions:
         # A double may raise a driver's error (psycopg's SerializationFailure carries sqlstate
         # 40001) to show that the step runs the transaction again.
         return transactions.transient(exc)
+
+    def is_fault(self, exc: BaseException) -> bool:
+        # Nothing in memory fails so; a double may raise a driver's error to stand for the database.
+        return faults.is_fault(exc)
+
+    def reset(self) -> None:
+        pass  # no connection to drop
 
 
 class MemoryTable(MutableMapping):

@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import transactions
+from durableflow.engine import faults, transactions
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
 from durableflow.engine.steps.base import StepBase, apply_schema, started_at, validate
@@ -83,7 +83,10 @@ class TransactionSteps(StepBase):
         storage = ctx._journal.storage
         for tries in itertools.count(1):
             try:
-                return self._commit(key, record, attempt, fn, fn_args, kwargs, schema, started)
+                # A transient error of the record's write or of the commit comes out as it is, to
+                # be run again here; any other database failure ends the delivery (StorageFault).
+                with faults.retrying(storage):
+                    return self._commit(key, record, attempt, fn, fn_args, kwargs, schema, started)
             except _RolledBack as rolled:
                 error, final = rolled.error, rolled.final
             except Exception as exc:  # the record's write or the commit itself failed
