@@ -198,6 +198,18 @@ def page_settings() -> str:
     return "\n".join(out) + "\n"
 
 
+class _Placeholders(dict):
+    """The module's names; a name a check computes when it runs is rendered as the name itself."""
+
+    def __missing__(self, name: str) -> str:
+        return name
+
+
+def _render(expression: ast.expr, module) -> str:
+    names = _Placeholders(vars(module))
+    return str(eval(compile(ast.Expression(expression), module.__name__, "eval"), {}, names))
+
+
 def _checks() -> list[tuple[str, str, str]]:
     from durableflow import checks
 
@@ -207,10 +219,11 @@ def _checks() -> list[tuple[str, str, str]]:
             keywords = {k.arg: k.value for k in node.keywords}
             ident = ast.literal_eval(keywords["id"])
             message = node.args[0]
-            text = ast.literal_eval(message) if isinstance(message, ast.Constant) else "(the setting's own error)"
+            # A message or hint may be an f-string over the module's names (the sweep's task name)
+            # or a check's own variables (a database alias), shown as their name.
+            text = _render(message, checks) if not isinstance(message, ast.Call) else "(the setting's own error)"
             hint = keywords.get("hint")
-            # A hint may be an f-string over the module's names (the sweep's task name).
-            hint_text = eval(compile(ast.Expression(hint), "checks", "eval"), vars(checks)) if hint else ""
+            hint_text = _render(hint, checks) if hint else ""
             found.append((ident, text, hint_text))
     return sorted(set(found))
 
