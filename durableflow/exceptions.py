@@ -36,6 +36,7 @@ source), and this tree names the class that carries each::
     └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun, fork)
 
 Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run),
+DEADLINE_EXCEEDED (of a run the sweep cancelled at its deadline),
 COMPENSATION_FAILED (of a run whose ``ctx.compensate()`` left a compensation failed), and in a
 compensation report: COMPENSATION_INTERRUPTED, COMPENSATION_UNREACHED.
 
@@ -75,7 +76,7 @@ CODES: dict[str, str] = {
     # starting
     "START_FAILED": "the execution could not be started",
     "UNKNOWN_WORKFLOW": "no workflow is registered under that name (at start; on a worker, the run stalls)",
-    "INVALID_PARAMS": "params, execution_id or idempotency_key are not acceptable; nothing was written",
+    "INVALID_PARAMS": "params, execution_id, idempotency_key or deadline are not acceptable; nothing was written",
     "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
     "UNKNOWN_STEP": "fork: the step key is not in the execution's journal (or is reserved, or a map item)",
     "FORK_VERSION_MISMATCH": "fork: the workflow's registered version is not the one the execution ran with",
@@ -154,6 +155,7 @@ CODES: dict[str, str] = {
     "TOKEN_NOT_FOUND": "no wait is registered for that token (and it names no unfinished execution's step)",
     "TOKEN_ALREADY_COMPLETED": "the token was completed before; a token is completed once",
     "CANCELLED": "the execution was cancelled",
+    "DEADLINE_EXCEEDED": "the execution was still unfinished at its deadline; the sweep cancelled it",
     # sagas
     "COMPENSATION_FAILED": "ctx.compensate() ended the run and at least one compensation failed",
     "COMPENSATION_INTERRUPTED": "a compensation was cut short (crash, lost lease); it is not run twice: check it",

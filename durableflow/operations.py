@@ -8,7 +8,7 @@ what may change (that is the engine's), it only picks the storage and the settin
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
 from django.db import connections
@@ -78,19 +78,26 @@ def start(
     execution_id: str | None = None,
     idempotency_key: str | None = None,
     queue: str | None = None,
+    deadline: float | datetime | None = None,
 ) -> Execution:
     """Start an execution inside the caller's transaction; its delivery is sent on commit.
 
+    ``deadline`` (seconds from now, or an aware datetime): if the execution is unfinished
+    then, the sweep cancels it with its compensations (error code ``DEADLINE_EXCEEDED``).
     A rolled-back transaction starts nothing. A repeated ``idempotency_key`` (or
     ``execution_id``) returns the first execution, or raises ``IDEMPOTENCY_CONFLICT`` if the
     params differ. Invalid input raises ``WorkflowStartError`` and writes nothing.
     """
-    return start_execution(workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue)[0]
+    return start_execution(
+        workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue, deadline=deadline
+    )[0]
 
 
-def start_execution(workflow, params=None, *, execution_id=None, idempotency_key=None, queue=None):
+def start_execution(workflow, params=None, *, execution_id=None, idempotency_key=None, queue=None, deadline=None):
     """``start``, returning ``(execution, created)`` for callers that answer 201 or 200."""
-    return engine().start(workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue)
+    return engine().start(
+        workflow, params, execution_id=execution_id, idempotency_key=idempotency_key, queue=queue, deadline=deadline
+    )
 
 
 def start_many(
@@ -99,6 +106,7 @@ def start_many(
     idempotency_keys: Iterable[str | None] | None = None,
     *,
     queue: str | None = None,
+    deadline: float | datetime | None = None,
 ) -> list[Execution]:
     """Start one execution per params, in one transaction (inside the caller's, if any) with
     one bulk INSERT; their deliveries are sent together on commit. The executions, in order.
@@ -108,8 +116,9 @@ def start_many(
     ``start``'s, as if started one after another: a repeat returns the first execution at its
     position, a key repeated in the list with the same params gives both positions one execution,
     and other params for a taken key raise ``IDEMPOTENCY_CONFLICT`` with nothing written.
+    ``deadline`` is each new execution's, as ``start``'s.
     """
-    return engine().start_many(workflow, params_list, idempotency_keys, queue=queue)
+    return engine().start_many(workflow, params_list, idempotency_keys, queue=queue, deadline=deadline)
 
 
 def get(execution_id: str) -> Execution:

@@ -93,8 +93,10 @@ class WorkflowTester:
     def start(self, workflow, params: Any = None, **options: Any) -> MemoryExecution:
         return self.engine.start(workflow, params, **options)[0]
 
-    def start_many(self, workflow, params_list, idempotency_keys=None, *, queue=None) -> list[MemoryExecution]:
-        return self.engine.start_many(workflow, params_list, idempotency_keys, queue=queue)
+    def start_many(
+        self, workflow, params_list, idempotency_keys=None, *, queue=None, deadline=None
+    ) -> list[MemoryExecution]:
+        return self.engine.start_many(workflow, params_list, idempotency_keys, queue=queue, deadline=deadline)
 
     def get(self, execution_id: str) -> MemoryExecution:
         return self.engine.get(execution_id)
@@ -182,19 +184,20 @@ class WorkflowTester:
         self.clock.advance(seconds)
 
     def run_until_finished(self, execution_id: str, *, max_deliveries: int = 10_000) -> Any:
-        """Deliver (moving the clock over timers) until the execution ends; return its result."""
+        """Deliver (moving the clock over timers and deadlines) until the execution ends; return its
+        result. A run cancelled at its deadline raises ``ExecutionFailed`` (``DEADLINE_EXCEEDED``)."""
         for _ in range(max_deliveries):
+            if self.storage.lock_overdue(1):  # a deadline passed: the sweep cancels, as beat's would
+                self.sweep()
             execution = self.engine.final(self.get(execution_id))  # continued as new: the last one
             if execution.status in TERMINAL:
                 return self.result(execution_id)
             if self.runnable() or any(task == dispatch.RUN_ITEM for task, _, _ in self.storage.outbox):
                 self.run(max_deliveries=max_deliveries)
                 continue
-            due = [
-                e.wake_at
-                for e in self.storage.tables.executions.values()
-                if e.status == ExecutionStatus.WAITING and e.wake_at
-            ]
+            executions = self.storage.tables.executions.values()
+            due = [e.wake_at for e in executions if e.status == ExecutionStatus.WAITING and e.wake_at]
+            due += [e.deadline_at for e in executions if e.status not in TERMINAL and e.deadline_at]
             if not due:
                 raise exceptions.WaitTimeout(
                     message=f"execution {execution_id} waits for something no timer will bring: {execution.waiting_for}"

@@ -122,6 +122,40 @@ def test_read_only_and_unknown_fields_are_refused_not_ignored(api, extra):
     assert not Execution.objects.exists()
 
 
+@pytest.mark.parametrize("deadline", [30, 2.5, "2031-01-01T02:00:00+00:00", "2031-01-01T03:00:00+01:00"])
+def test_a_deadline_in_seconds_or_as_a_date_and_time_is_the_execution_s(api, deadline):
+    before = timezone.now()
+    response = api.post("executions/", {"workflow": "t.steps", "deadline": deadline})
+
+    assert response.status_code == 201, response.content
+    execution = Execution.objects.get(pk=response.json()["id"])
+    if isinstance(deadline, str):
+        assert execution.deadline_at.isoformat() == "2031-01-01T02:00:00+00:00"
+    else:
+        assert abs((execution.deadline_at - before).total_seconds() - deadline) < 5
+    assert response.json()["deadline_at"] is not None
+
+
+@pytest.mark.parametrize(
+    "deadline, code",
+    [
+        (0, "INVALID_PARAMS"),
+        (-5, "INVALID_PARAMS"),
+        (1e300, "INVALID_PARAMS"),
+        (True, "INVALID_REQUEST"),
+        ("soon", "INVALID_REQUEST"),
+        ("2031-01-01T02:00:00", "INVALID_REQUEST"),  # no UTC offset: no moment
+        ("2031-02-30T02:00:00+00:00", "INVALID_REQUEST"),
+        ({"seconds": 5}, "INVALID_REQUEST"),
+        ("9" * 10_000, "INVALID_REQUEST"),
+    ],
+)
+def test_what_is_not_a_deadline_is_a_400_and_nothing_is_written(api, deadline, code):
+    body = error(api.post("executions/", {"workflow": "t.steps", "deadline": deadline}), 400, code)
+    assert "deadline" in (body["message"] if code == "INVALID_PARAMS" else body["detail"])
+    assert not Execution.objects.exists()
+
+
 # Reading ----------------------------------------------------------------------------------
 
 

@@ -70,3 +70,20 @@ def test_the_tester_drives_waits_children_and_map_items():
 
     mapped = tester.run_until_finished(tester.start("t.map", {"n": 5}).id)
     assert [n for n, _ in mapped] == [0, 1, 2, 3, 4]
+
+
+@durableflow.workflow("testing.deadline-nap")
+def deadline_nap(ctx, params):
+    ctx.step.sleep("nap", 3600)
+    return "woke"
+
+
+def test_the_tester_moves_its_clock_to_a_deadline_and_cancels_the_run_there():
+    tester = WorkflowTester()
+    late = tester.start("testing.deadline-nap", deadline=60)
+    in_time = tester.start("testing.deadline-nap", deadline=7200)
+
+    with pytest.raises(durableflow.ExecutionFailed) as caught:
+        tester.run_until_finished(late.id)
+    assert (caught.value.status, caught.value.error["code"]) == ("cancelled", "DEADLINE_EXCEEDED")
+    assert tester.run_until_finished(in_time.id) == "woke"

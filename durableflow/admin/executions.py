@@ -237,6 +237,7 @@ class ExecutionAdmin(RecordAdmin):
                     ("parent_link", obj.parent_id),
                     ("root_link", obj.root_id != obj.pk),
                     ("origin_link", obj.origin_id),
+                    ("deadline", obj.deadline_at),
                     ("cancel_requested_text", obj.cancel_requested and not obj.is_finished),
                 )
                 if shown
@@ -325,6 +326,15 @@ class ExecutionAdmin(RecordAdmin):
             return "—"
         step = format_html(" from step <code>{}</code>", execution.origin_step) if execution.origin_step else ""
         return format_html("{} of {}{}", execution.origin_kind, self._link(execution.origin_id), step)
+
+    @admin.display(description="deadline")
+    def deadline(self, execution):
+        """When the sweep cancels the run if it is still unfinished (DEADLINE_EXCEEDED)."""
+        if execution.deadline_at is None:
+            return "—"
+        if execution.is_finished:
+            return display.when(execution.deadline_at)
+        return format_html("{}: cancelled then if still unfinished", display.when(execution.deadline_at))
 
     @admin.display(description="cancelling")
     def cancel_requested_text(self, execution):

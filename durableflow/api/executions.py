@@ -114,7 +114,11 @@ class ExecutionViewSet(ApiViewSet):
         key = self._idempotency_key(request, data["idempotency_key"])
         try:
             execution, created = operations.start_execution(
-                data["workflow"], data["params"], execution_id=data["execution_id"], idempotency_key=key
+                data["workflow"],
+                data["params"],
+                execution_id=data["execution_id"],
+                idempotency_key=key,
+                deadline=data["deadline"],
             )
         except exceptions.WorkflowStartError as exc:
             if exc.code != "IDEMPOTENCY_CONFLICT":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
@@ -23,6 +24,7 @@ __all__ = [
     "StrictSerializer",
     "TextField",
     "DurableValueField",
+    "DeadlineField",
     "StartSerializer",
     "CancelSerializer",
     "ForkSerializer",
@@ -50,6 +52,32 @@ class TextField(serializers.Field):
         return data
 
     def to_representation(self, value: Any) -> str:
+        return value
+
+
+@extend_schema_field({"oneOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]})
+class DeadlineField(serializers.Field):
+    """Seconds from the start (a number), or an ISO 8601 date and time with its UTC offset; the
+    engine checks the range."""
+
+    default_error_messages = {
+        "invalid": "must be a number of seconds or an ISO 8601 date and time with a UTC offset "
+        "(2026-12-02T02:00:00+00:00)"
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            return data
+        if isinstance(data, str) and len(data) <= 64:
+            try:
+                moment = parse_datetime(data)
+            except ValueError:
+                moment = None
+            if moment is not None and moment.utcoffset() is not None:
+                return moment
+        self.fail("invalid")
+
+    def to_representation(self, value: Any) -> Any:
         return value
 
 
@@ -91,6 +119,13 @@ class StartSerializer(StrictSerializer):
         required=False, allow_null=True, default=None, help_text="or the Idempotency-Key header"
     )
     execution_id = TextField(required=False, allow_null=True, default=None, help_text="the new execution's id")
+    deadline = DeadlineField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="seconds from now, or a date and time: still unfinished then, the run is cancelled "
+        "(DEADLINE_EXCEEDED)",
+    )
 
 
 class CancelSerializer(StrictSerializer):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from durableflow import dispatch, exceptions, values
@@ -17,9 +18,21 @@ from durableflow.registry import Registry, WorkflowDefinition
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["StartRequest", "prepare_start", "check_repeat", "route_fault", "Starts", "MAX_ID_LENGTH"]
+__all__ = [
+    "StartRequest",
+    "prepare_start",
+    "check_deadline",
+    "check_repeat",
+    "route_fault",
+    "Starts",
+    "MAX_ID_LENGTH",
+    "MAX_DEADLINE_SECONDS",
+    "DEADLINE_EXCEEDED",
+]
 
 MAX_ID_LENGTH = 200
+MAX_DEADLINE_SECONDS = 100 * 366 * 86_400  # a century, as the longest durable timer
+DEADLINE_EXCEEDED = "DEADLINE_EXCEEDED"  # the code of a run the sweep cancelled at its deadline
 
 
 # What no URL can carry to a view: a slash ends the path segment, control characters (Unicode
@@ -47,6 +60,27 @@ class StartRequest:
     canonical_params: str
     idempotency_key: str | None
     named: bool = False  # the caller gave the execution id (else it is a new uuid)
+    deadline: timedelta | datetime | None = None  # from the start (seconds), or when
+
+
+def check_deadline(deadline: Any) -> timedelta | datetime | None:
+    """A start's ``deadline``: seconds from the start (above 0, at most a century) or an aware
+    datetime (one already past is cancelled by the next sweep); ``INVALID_PARAMS`` otherwise."""
+    if deadline is None:
+        return None
+    if isinstance(deadline, datetime):
+        if deadline.utcoffset() is None:
+            raise exceptions.WorkflowStartError(
+                "INVALID_PARAMS", "deadline: a datetime deadline must be timezone-aware (a naive one names no moment)"
+            )
+        return deadline
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not 0 < deadline <= MAX_DEADLINE_SECONDS:
+        raise exceptions.WorkflowStartError(
+            "INVALID_PARAMS",
+            f"deadline: {deadline!r} is neither a number of seconds above 0 and at most {MAX_DEADLINE_SECONDS:,} "
+            "(a century) nor a timezone-aware datetime",
+        )
+    return timedelta(seconds=deadline)
 
 
 def prepare_start(
@@ -58,6 +92,7 @@ def prepare_start(
     idempotency_key: str | None = None,
     max_payload_bytes: int | None = None,
     index: int | None = None,
+    deadline: Any = None,
 ) -> StartRequest:
     """Validate a start; raise ``WorkflowStartError`` before anything is written.
 
@@ -87,6 +122,7 @@ def prepare_start(
         canonical_params=canonical,
         idempotency_key=idempotency_key,
         named=execution_id is not None,
+        deadline=check_deadline(deadline),
     )
 
 
@@ -109,10 +145,14 @@ def check_repeat(request: StartRequest, workflow: str, params: Any) -> None:
 
 
 def _fields(
-    request: StartRequest, queue: str, parent_id: str | None = None, root_id: str | None = None
+    request: StartRequest,
+    queue: str,
+    parent_id: str | None = None,
+    root_id: str | None = None,
+    now: Callable[[], datetime] | None = None,
 ) -> dict[str, Any]:
-    """The new execution's row."""
-    return {
+    """The new execution's row. ``now``: the storage's clock, read for a deadline in seconds."""
+    fields = {
         "id": request.execution_id,
         "workflow": request.definition.name,
         "version": request.definition.version,
@@ -125,6 +165,10 @@ def _fields(
         "enqueued_at": NOW,
         "created_at": NOW,
     }
+    deadline = request.deadline
+    if deadline is not None:  # only then a column of the INSERT (one statement for most starts)
+        fields["deadline_at"] = now() + deadline if isinstance(deadline, timedelta) else deadline  # type: ignore[misc]
+    return fields
 
 
 class Starts:
@@ -140,9 +184,12 @@ class Starts:
         queue: str | None = None,
         parent_id: str | None = None,
         root_id: str | None = None,
+        deadline: float | datetime | None = None,
     ) -> tuple[Any, bool]:
         """Write a new execution and ask for its delivery once the transaction commits.
 
+        ``deadline`` (seconds from now, or an aware datetime): the sweep cancels the execution
+        if it is still unfinished then (``DEADLINE_EXCEEDED``, its compensations run).
         Returns ``(execution, created)``. A repeated ``idempotency_key`` (or
         ``execution_id``) returns the first execution, or raises ``IDEMPOTENCY_CONFLICT`` if
         it asked for something else. Invalid input raises ``WorkflowStartError`` and writes
@@ -155,9 +202,10 @@ class Starts:
             execution_id=execution_id,
             idempotency_key=idempotency_key,
             max_payload_bytes=self.settings.max_payload_bytes,
+            deadline=deadline,
         )
         queue = queue or self.settings.default_queue
-        fields = _fields(request, queue, parent_id, root_id)
+        fields = _fields(request, queue, parent_id, root_id, self.storage.now)
         if request.named or request.idempotency_key is not None:  # may be a repeat: no message for it
             execution = self.storage.create_execution(fields)
             if execution is not None:
@@ -175,9 +223,11 @@ class Starts:
         idempotency_keys: Iterable[str | None] | None = None,
         *,
         queue: str | None = None,
+        deadline: float | datetime | None = None,
     ) -> list[Any]:
         """Start one execution per params in one transaction: one bulk insert, then the
         deliveries of the new ones, sent together once it commits. The executions, in order.
+        ``deadline`` is each new execution's, as ``start``'s.
 
         Everything is validated before anything is written (``INVALID_PARAMS`` names the
         position: ``params[3]: ...``). ``idempotency_keys`` (one per params, ``None`` for none)
@@ -187,6 +237,7 @@ class Starts:
         ``IDEMPOTENCY_CONFLICT``, and then nothing is written.
         """
         definition = self.registry.resolve(workflow)
+        check_deadline(deadline)  # refused even when there is nothing to start
         params_list = list(params_list)
         keys = [None] * len(params_list) if idempotency_keys is None else list(idempotency_keys)
         if len(keys) != len(params_list):
@@ -201,6 +252,7 @@ class Starts:
                 idempotency_key=key,
                 max_payload_bytes=self.settings.max_payload_bytes,
                 index=index,
+                deadline=deadline,
             )
             for index, (params, key) in enumerate(zip(params_list, keys))
         ]
@@ -217,7 +269,10 @@ class Starts:
         writes = [index for index in range(len(requests)) if owner[index] == index]
         queue = queue or self.settings.default_queue
         with self.storage.atomic():
-            rows = self.storage.create_executions([_fields(requests[index], queue) for index in writes])
+            now = self.storage.now() if deadline is not None else None
+            rows = self.storage.create_executions(
+                [_fields(requests[index], queue, now=lambda: now) for index in writes]  # type: ignore[return-value]
+            )
             found = {index: row or self._repeated(requests[index]) for index, row in zip(writes, rows)}
             self.storage.enqueue_many(dispatch.DELIVER, [(row.id,) for row in rows if row is not None], queue)
         return [found[index] for index in owner]
@@ -236,8 +291,10 @@ class Starts:
         """Start the execution that carries ``claim``'s on (``ctx.continue_as_new``).
 
         Called in the transaction that completes the old one; its id is derived from the old
-        one's, so a repeated outcome names the same execution.
+        one's, so a repeated outcome names the same execution. The new one keeps the old one's
+        deadline: a deadline bounds the run however often it continues.
         """
+        deadline = self.storage.get_execution(claim.execution_id, ("deadline_at",)).deadline_at
         execution, _ = self.start(
             claim.workflow,
             outcome.params,
@@ -245,5 +302,6 @@ class Starts:
             queue=claim.queue,
             parent_id=claim.parent_id,
             root_id=claim.root_id,
+            deadline=deadline,
         )
         return execution

@@ -52,8 +52,11 @@ class Steering:
             raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}")
         return execution
 
-    def cancel(self: Engine, execution_id: str, reason: str | None = None) -> Any:
+    def cancel(self: Engine, execution_id: str, reason: str | None = None, *, code: str | None = None) -> Any:
         """Cancel an unfinished execution; it never runs again.
+
+        ``code`` is the recorded error's if not ``CANCELLED`` (``DEADLINE_EXCEEDED`` when the
+        sweep cancels a run at its deadline); its children are cancelled with ``CANCELLED``.
 
         Clearing the lease token fences out a delivery that is running it: its next journal
         write matches nothing, so it stops at its next step boundary without an outcome, and a
@@ -66,7 +69,7 @@ class Steering:
         Its unfinished children are cancelled too, each running its own compensations.
         """
         message = reason or "cancelled"
-        error = {"code": "CANCELLED", "message": message}
+        error = {"code": "CANCELLED", "message": message} if code is None else {"code": code, "message": message}
         with self.storage.atomic():
             execution = self.get(execution_id)
             check_transition(execution_id, execution.status, S.CANCELLED, "cancelled")

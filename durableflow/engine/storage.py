@@ -155,6 +155,9 @@ The sweep
                                          wake-up is older than ``redeliver_after`` seconds: (id, queue)
     ``leased_on(host, limit)``           running executions under an unexpired lease whose holder is on
                                          ``host`` (``holders.Holder.host``): (id, queue, token, holder)
+    ``lock_overdue(limit)``              unfinished executions whose ``deadline_at`` passed and that no cancel
+                                         was asked of yet, earliest deadline first, locked as ``lock_due``'s:
+                                         (id, deadline_at)
 
 Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
     ``get_store(name, store_id)``        the store, or None
@@ -344,6 +347,7 @@ class Storage(Protocol):
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]: ...
+    def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]: ...
 
     # Stores
     def get_store(self, name: str, store_id: str) -> Any | None: ...

@@ -5,8 +5,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from durableflow import dispatch
+from durableflow import dispatch, exceptions
+from durableflow.engine.context import iso
 from durableflow.engine.records import RELEASED
+from durableflow.engine.starts import DEADLINE_EXCEEDED
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.storage import NOW
 
@@ -47,6 +49,7 @@ class Sweeping:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
                 for pk, queue in stale:
                     storage.enqueue(dispatch.DELIVER, (pk,), queue)
+        overdue = self._cancel_overdue(batch)
         taken = self._take_over_gone(batch)
         items = self._resend_items(batch)
         # A child whose end did not wake its waiting parent (the worker died after its outcome).
@@ -56,17 +59,42 @@ class Sweeping:
                 self.wake(stranded)
         # Store waiters woken while their execution was still running (see engine/stores.py).
         stores = self.sweep_store_waiters(batch)
-        if due or stale or taken or items or stores:
+        if due or stale or overdue or taken or items or stores:
             logger.info(
-                "sweep: %d due (%d woken), %d stale, %d taken over, %d items resent, %d woken for stores",
+                "sweep: %d due (%d woken), %d stale, %d past their deadline, %d taken over, %d items resent, "
+                "%d woken for stores",
                 len(due),
                 len(woken) if due else 0,
                 len(stale),
+                overdue,
                 taken,
                 items,
                 stores,
             )
-        return {"due": len(due), "stale": len(stale), "taken_over": taken, "items": items, "stores": stores}
+        return {
+            "due": len(due),
+            "stale": len(stale),
+            "deadlines": overdue,
+            "taken_over": taken,
+            "items": items,
+            "stores": stores,
+        }
+
+    def _cancel_overdue(self: Engine, limit: int) -> int:
+        """Cancel the unfinished executions whose deadline passed (``DEADLINE_EXCEEDED``), with
+        their compensations, as ``cancel`` does. The rows are locked by this sweep until it
+        commits (another sweep skips them, then finds their cancel asked), so a run is cancelled
+        once however many beats sweep."""
+        cancelled = 0
+        with self.storage.atomic():
+            for pk, deadline_at in self.storage.lock_overdue(limit):
+                try:
+                    self.cancel(pk, f"its deadline ({iso(deadline_at)}) passed", code=DEADLINE_EXCEEDED)
+                except exceptions.InvalidTransition as exc:  # pragma: no cover - the row is locked here
+                    logger.warning("sweep: execution %s is past its deadline but could not be cancelled: %s", pk, exc)
+                    continue
+                cancelled += 1
+        return cancelled
 
     def _take_over_gone(self: Engine, limit: int) -> int:
         """Give back the leases held on this machine by processes that are gone (a killed pool

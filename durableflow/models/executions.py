@@ -120,6 +120,12 @@ class Execution(models.Model):
                 condition=status_in(ACTIVE),
                 name="durableflow_exec_active",
             ),
+            # The sweep's third: unfinished runs with a deadline (most have none).
+            models.Index(
+                fields=["deadline_at"],
+                condition=Q(deadline_at__isnull=False) & status_in(RUNNABLE),
+                name="durableflow_exec_deadline",
+            ),
             # An execution's reruns and forks, and its children, newest first (the admin's
             # panels, the API's links). The ordering is in the index: without it SQLite walks the
             # whole "latest" index for the order and filters every row.

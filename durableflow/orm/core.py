@@ -26,10 +26,11 @@ from django.db.models.functions import Now
 from durableflow import dispatch
 from durableflow.conf import df_settings
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.states import LEASED, TERMINAL
+from durableflow.engine.states import LEASED, RUNNABLE, TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 from durableflow.leases import Lease, keeper
 from durableflow.models import Execution, StepRecord, Waiter
+from durableflow.models.executions import status_in
 from durableflow.orm import overlap
 from durableflow.sql import aware, decode_claim, decode_record, statements
 from durableflow.sql import cursor as sql_cursor
@@ -391,6 +392,15 @@ class OrmCore:
             .select_for_update(skip_locked=True)
         )
         return list(rows.values_list("id", "queue")[:limit])
+
+    def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]:
+        rows = (
+            self._executions()
+            .filter(status_in(RUNNABLE), deadline_at__lte=self._now(), cancel_requested__isnull=True)
+            .order_by("deadline_at")
+            .select_for_update(skip_locked=True)
+        )
+        return list(rows.values_list("id", "deadline_at")[:limit])
 
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
         rows = self._executions().filter(

@@ -128,3 +128,12 @@ def metadata_progress(ctx, params):
         ctx.metadata.increment("done")
     ctx.metadata.set("stage", "waiting")
     return ctx.step.wait_for_signal("go", "go")
+
+
+@durableflow.workflow("t.deadline-nap")
+def deadline_nap(ctx, params):
+    """A booking, then a long sleep: a deadline shorter than the sleep cancels it asleep."""
+    tag = params["tag"]
+    ctx.step.run("booked", _hit, f"{tag}:booked", compensate=_undo(tag, "booked"))
+    ctx.step.sleep("nap", 60)
+    return "woke"

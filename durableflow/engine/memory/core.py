@@ -61,6 +61,7 @@ class MemoryExecution:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     wake_at: datetime | None = None
+    deadline_at: datetime | None = None
     waiting_for: dict[str, Any] | None = None
     lease_token: str | None = None
     lease_expires_at: datetime | None = None
@@ -448,6 +449,22 @@ class MemoryCore:
                 key=lambda e: e.enqueued_at,
             )
             return [(e.id, e.queue) for e in stale[:limit]]
+
+    def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]:
+        now = self.clock()
+        with self.lock:
+            overdue = sorted(
+                (
+                    e
+                    for e in self.tables.executions.values()
+                    if e.status in RUNNABLE
+                    and e.deadline_at is not None
+                    and e.deadline_at <= now
+                    and e.cancel_requested is None
+                ),
+                key=lambda e: e.deadline_at,
+            )
+            return [(e.id, e.deadline_at) for e in overdue[:limit]]
 
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
         now = self.clock()

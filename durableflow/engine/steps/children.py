@@ -32,11 +32,14 @@ def child_execution_id(parent_id: str, key: str) -> str:
 
 
 class ChildSteps(WaitSteps):
-    def start(self, key: str, workflow: str | Callable[..., Any], params: Any = None) -> str:
+    def start(
+        self, key: str, workflow: str | Callable[..., Any], params: Any = None, *, deadline: Any = None
+    ) -> str:
         """Start a child execution (same root, this one as parent) and return its id.
 
         Idempotent: every replay returns the same id without starting anything. A refused
-        start (unknown workflow, invalid params) is recorded and raised at this step.
+        start (unknown workflow, invalid params, a bad ``deadline``) is recorded and raised at
+        this step. ``deadline``: as ``durableflow.start``'s, counted from the child's start.
         """
         ctx = self._ctx
         if not isinstance(key, str):
@@ -61,6 +64,7 @@ class ChildSteps(WaitSteps):
                     parent_id=ctx.execution_id,
                     root_id=ctx.root_id,
                     queue=journal.queue,
+                    deadline=deadline,
                 )
                 ctx._record_live(key, "start", child_id, attempts=1, meta={"workflow": child.workflow})
         except exceptions.WorkflowStartError as exc:
@@ -87,15 +91,18 @@ class ChildSteps(WaitSteps):
             on_register=lambda: storage.watch_execution(execution_id),
         )
 
-    def invoke(self, key: str, workflow: str | Callable[..., Any], params: Any = None, *, timeout=None) -> Any:
-        """``start`` (at ``"<key>:start"``) and ``wait_for_execution`` (at ``key``): the child's result."""
+    def invoke(
+        self, key: str, workflow: str | Callable[..., Any], params: Any = None, *, timeout=None, deadline=None
+    ) -> Any:
+        """``start`` (at ``"<key>:start"``) and ``wait_for_execution`` (at ``key``): the child's
+        result. ``deadline`` is the child's (a child cancelled at it raises ``ChildExecutionError``)."""
         if isinstance(key, str) and len(key) > MAX_KEY_LENGTH - len(_START_SUFFIX):
             raise exceptions.WorkflowValueError(
                 "INVALID_STEP_KEY", f"invoke key {key[:40]!r}...: at most {MAX_KEY_LENGTH - len(_START_SUFFIX)} characters"
             )
         if not isinstance(key, str):
             raise TypeError("ctx.step.invoke() needs a step key first")
-        child_id = self.start(f"{key}{_START_SUFFIX}", workflow, params)
+        child_id = self.start(f"{key}{_START_SUFFIX}", workflow, params, deadline=deadline)
         return self.wait_for_execution(key, child_id, timeout=timeout)
 
     def _child_check(self, waiter: Any) -> Any:
