@@ -37,6 +37,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_PAYLOAD_BYTES": 1_000_000,
     # How many executions one sweep wakes or re-sends at most.
     "SWEEP_BATCH_SIZE": 500,
+    # How many deliveries of one run in a row may die with their process (SIGKILL, out of memory,
+    # a crash in native code) before the run is failed with DELIVERY_LOST instead of delivered
+    # again: a step that always kills its worker would otherwise be retried forever.
+    "MAX_LOST_DELIVERIES": 10,
     # The longest a caller of result() (or the API's ?wait=) goes without reading the database
     # again: on PostgreSQL the finishing transaction's notification wakes it at once, and this is
     # the safety net; on SQLite the poll backs off from 2 ms up to it.
@@ -97,6 +101,10 @@ class Settings:
         if name == "PREPARED_STATEMENTS":
             if not isinstance(value, bool):
                 raise ImproperlyConfigured(f"DURABLEFLOW['PREPARED_STATEMENTS'] must be True or False, not {value!r}")
+            return value
+        if name == "MAX_LOST_DELIVERIES":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ImproperlyConfigured(f"DURABLEFLOW['MAX_LOST_DELIVERIES'] must be a whole number of at least 1, not {value!r}")
             return value
         if name in (
             "LEASE_SECONDS",

@@ -36,7 +36,8 @@ source), and this tree names the class that carries each::
     └── InvalidTransition         INVALID_TRANSITION, TOKEN_ALREADY_COMPLETED, NOT_FINISHED (rerun, fork)
 
 Recorded on an execution rather than raised: CANCELLED (the error of a cancelled run),
-DEADLINE_EXCEEDED (of a run the sweep cancelled at its deadline),
+DEADLINE_EXCEEDED (of a run the sweep cancelled at its deadline), DELIVERY_LOST (of a run whose
+deliveries died with their process too often in a row),
 COMPENSATION_FAILED (of a run whose ``ctx.compensate()`` left a compensation failed), and in a
 compensation report: COMPENSATION_INTERRUPTED, COMPENSATION_UNREACHED.
 
@@ -156,6 +157,8 @@ CODES: dict[str, str] = {
     "TOKEN_ALREADY_COMPLETED": "the token was completed before; a token is completed once",
     "CANCELLED": "the execution was cancelled",
     "DEADLINE_EXCEEDED": "the execution was still unfinished at its deadline; the sweep cancelled it",
+    "DELIVERY_LOST": "more deliveries of the execution in a row than MAX_LOST_DELIVERIES died with their "
+    "worker process (killed, out of memory, a crash in native code); it was failed, not delivered again",
     # sagas
     "COMPENSATION_FAILED": "ctx.compensate() ended the run and at least one compensation failed",
     "COMPENSATION_INTERRUPTED": "a compensation was cut short (crash, lost lease); it is not run twice: check it",

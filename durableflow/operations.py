@@ -58,6 +58,7 @@ def engine_settings() -> EngineSettings:
         default_queue=df_settings.DEFAULT_QUEUE,
         lease_seconds=df_settings.LEASE_SECONDS,
         sweep_batch_size=df_settings.SWEEP_BATCH_SIZE,
+        max_lost_deliveries=df_settings.MAX_LOST_DELIVERIES,
         on_thread_exit=connections.close_all,
     )
 

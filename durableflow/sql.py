@@ -34,6 +34,7 @@ _CLAIM_RETURNS = (
     "queue",
     "cancel_requested",
     "seed",
+    "lost_deliveries",
 )
 
 S = ExecutionStatus
@@ -98,6 +99,9 @@ class Statements:
             f"UPDATE {execution} SET {ec('status')} = '{S.RUNNING}', {ec('lease_token')} = %(token)s, "
             f"{ec('lease_expires_at')} = {until}, {ec('lease_holder')} = %(holder)s{text}, "
             f"{ec('deliveries')} = {ec('deliveries')} + 1, "
+            # The previous delivery's lease, as the row had it (SET reads the old row).
+            f"{ec('lost_deliveries')} = CASE WHEN {ec('lease_token')} IS NULL THEN 0 "
+            f"ELSE {ec('lost_deliveries')} + 1 END, "
             f"{ec('started_at')} = COALESCE({ec('started_at')}, {now}), {ec('wake_pending')} = FALSE "
             f"WHERE {ec('id')} = %(id)s "
             f"AND ({ec('status')} IN ({anytime}) "

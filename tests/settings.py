@@ -43,6 +43,8 @@ DURABLEFLOW = {
 # A worker that must show what does not wait for the lease runs with the default one (60 s).
 if os.environ.get("DURABLEFLOW_TEST_LEASE_SECONDS"):
     DURABLEFLOW["LEASE_SECONDS"] = float(os.environ["DURABLEFLOW_TEST_LEASE_SECONDS"])
+if os.environ.get("DURABLEFLOW_TEST_MAX_LOST_DELIVERIES"):
+    DURABLEFLOW["MAX_LOST_DELIVERIES"] = int(os.environ["DURABLEFLOW_TEST_MAX_LOST_DELIVERIES"])
 # "unset": Celery's fix-up closes the connections around every task, as without the recommendation.
 if os.environ.get("DURABLEFLOW_TEST_DB_REUSE_MAX") == "unset":
     del CELERY_DB_REUSE_MAX  # noqa: F821 - from project.settings

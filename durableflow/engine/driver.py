@@ -93,6 +93,8 @@ _ENDS_CANCELLED = (Exception, CancelRequested, CompensateRequested, Suspend, Con
 def _replay(
     claim: Claim, journal: Journal, registry: Registry, settings: EngineSettings, engine: Engine | None
 ) -> Outcome:
+    if claim.lost > settings.max_lost_deliveries:
+        return _lost(claim)
     definition = registry.get(claim.workflow, claim.version)
     if definition is None:
         return _stall(
@@ -160,6 +162,21 @@ def _unwind(ctx: Context, *, status: str | None, error: dict | None) -> Outcome:
     except StepConflict as conflict:
         logger.warning("execution %s: %s while compensating; replaying", ctx.execution_id, conflict)
         return Requeued("step-conflict")
+
+
+def _lost(claim: Claim) -> Failed:
+    """A run whose deliveries keep dying with their process: failed before any of its code runs
+    again (that code is what kills the process; its compensations are code too, and are left)."""
+    error = exceptions.DurableflowError(
+        "DELIVERY_LOST",
+        f"the last {claim.lost} deliveries of execution {claim.execution_id} died with their worker process "
+        "before they finished (killed, out of memory, a crash in native code), more than MAX_LOST_DELIVERIES "
+        "allows: it is failed instead of delivered again. The worker logs name the step it was at; fix the "
+        "cause, then retry it.",
+        lost_deliveries=claim.lost,
+    )
+    logger.error("execution %s failed: %s", claim.execution_id, error.message)
+    return Failed(values.encode_error(error))
 
 
 def _stall(claim: Claim, journal: Journal, error: exceptions.NonDeterminismError) -> Stalled:

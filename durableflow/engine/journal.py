@@ -102,6 +102,7 @@ class Journal:
             queue=execution["queue"],
             cancel_requested=execution["cancel_requested"],
             seed=execution["seed"],
+            lost=execution["lost_deliveries"],
         )
         return self.claimed
 

@@ -71,6 +71,8 @@ class Claim:
     # cancel() asked this run to compensate and end: the error it ends with (see sagas).
     cancel_requested: dict[str, Any] | None = None
     seed: str | None = None  # what seeds ctx.random(), if not the execution id (a fork's)
+    # Deliveries in a row before this one that died holding the lease (``lost_deliveries``).
+    lost: int = 0
 
 
 @dataclass

@@ -18,6 +18,9 @@ class EngineSettings:
     default_queue: str = "durableflow"
     lease_seconds: float = 60
     sweep_batch_size: int = 500
+    # A run whose deliveries died holding the lease more often than this in a row is failed
+    # (DELIVERY_LOST) instead of delivered again: its code kills the process that runs it.
+    max_lost_deliveries: int = 10
     # Called at the end of a helper thread that ran a step body with ``timeout=`` off the
     # main thread (Django's face closes that thread's database connections).
     on_thread_exit: Callable[[], None] | None = None

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durableflow import dispatch, exceptions
 from durableflow.engine.context import iso
-from durableflow.engine.records import RELEASED
 from durableflow.engine.starts import DEADLINE_EXCEEDED
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.storage import NOW
@@ -97,18 +97,20 @@ class Sweeping:
         return cancelled
 
     def _take_over_gone(self: Engine, limit: int) -> int:
-        """Give back the leases held on this machine by processes that are gone (a killed pool
-        child whose message the broker lost: the filesystem transport), and deliver those
-        executions again at once, not after their lease. Each give-back is fenced by the token
-        found, so a delivery that took the lease over meanwhile keeps it."""
+        """End the leases held on this machine by processes that are gone (a killed pool child
+        whose message the broker lost: the filesystem transport), and deliver those executions
+        again at once, not after their lease. Each is fenced by the token found, so a delivery
+        that took the lease over meanwhile keeps it. The lease is made expired, its token kept:
+        the next claim counts the delivery that died as lost (``max_lost_deliveries``)."""
         holders, storage = self.settings.lease_holders(), self.storage
         if holders.host is None:
             return 0
-        taken = 0
+        taken, expired = 0, None
         for pk, queue, token, holder in storage.leased_on(holders.host, limit):
-            if holders.gone(holder, token) and storage.update_execution(
-                pk, {**RELEASED, "enqueued_at": NOW}, token=token
-            ):
+            if not holders.gone(holder, token):
+                continue
+            expired = expired or storage.now() - timedelta(seconds=1)
+            if storage.update_execution(pk, {"lease_expires_at": expired, "enqueued_at": NOW}, token=token):
                 logger.warning("sweep: the holder of execution %s's lease (%s) is gone; delivering it again", pk, holder)
                 storage.enqueue(dispatch.DELIVER, (pk,), queue)
                 taken += 1

@@ -93,6 +93,10 @@ class Execution(models.Model):
     lease_holder = models.CharField(max_length=255, null=True, blank=True)
     enqueued_at = models.DateTimeField(db_default=Now())
     deliveries = models.PositiveIntegerField(default=0)
+    # Deliveries in a row whose claim found the previous one's lease still set: that delivery's
+    # process died holding it (killed, out of memory, a crash in native code). Zeroed by a claim
+    # that finds the lease given back (an outcome, a suspension, a fault's release).
+    lost_deliveries = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

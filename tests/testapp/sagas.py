@@ -137,3 +137,19 @@ def deadline_nap(ctx, params):
     ctx.step.run("booked", _hit, f"{tag}:booked", compensate=_undo(tag, "booked"))
     ctx.step.sleep("nap", 60)
     return "woke"
+
+
+def _kill_myself(tag: str):
+    import os
+    import signal
+
+    Marker.hit(f"{tag}:poison")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@durableflow.workflow("t.poison")
+def poison(ctx, params):
+    """A step that kills the process running it, every time (as an out-of-memory kill would)."""
+    ctx.step.run("before", _hit, f"{params['tag']}:before")
+    ctx.step.run("poison", _kill_myself, params["tag"])
+    return "never"

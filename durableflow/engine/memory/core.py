@@ -67,6 +67,7 @@ class MemoryExecution:
     lease_expires_at: datetime | None = None
     lease_holder: str | None = None
     deliveries: int = 0
+    lost_deliveries: int = 0
     watched: bool = False
     wake_pending: bool = False
     continued_as: str | None = None
@@ -316,6 +317,8 @@ class MemoryCore:
             if execution is None or not self._claimable(execution, now, take_over):
                 return None
             execution.status = S.RUNNING
+            # The previous delivery's lease still set: it died holding it.
+            execution.lost_deliveries = 0 if execution.lease_token is None else execution.lost_deliveries + 1
             execution.lease_token = token
             execution.lease_expires_at = now + timedelta(seconds=lease_seconds)
             execution.lease_holder = holder
@@ -334,6 +337,7 @@ class MemoryCore:
                     "waiting_for",
                     "cancel_requested",
                     "seed",
+                    "lost_deliveries",
                 )
             }
             values["queue"] = execution.queue
