@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+import jmespath
 
 __all__ = ["Retry", "RateLimit", "Concurrency"]
 
@@ -67,13 +69,31 @@ class RateLimit:
 
 @dataclass(frozen=True)
 class Concurrency:
-    """At most ``limit`` executions with the same key (a path into the params) at once."""
+    """At most ``limit`` executions with the same key past their start at once.
 
-    key: str
+    ``key`` is a JMESPath expression over ``{"params": params}`` (``"params.customer"``) or a
+    callable of the params; a run whose key is ``None`` is not limited. The others wait,
+    ``pending``, and start in start order as the runs holding the key end.
+    """
+
+    key: str | Callable[[Any], Any]
     limit: int = 1
 
     def __post_init__(self) -> None:
-        if not self.key:
-            raise ValueError("key must not be empty")
-        if self.limit < 1:
-            raise ValueError("limit must be at least 1")
+        if isinstance(self.key, str):
+            if not self.key:
+                raise ValueError("key must not be empty")
+            try:
+                object.__setattr__(self, "_expression", jmespath.compile(self.key))
+            except jmespath.exceptions.JMESPathError as exc:
+                raise ValueError(f"key {self.key!r} is not a JMESPath expression: {exc}") from None
+        elif not callable(self.key):
+            raise ValueError("key must be a JMESPath expression (a string) or a callable of the params")
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
+            raise ValueError("limit must be an integer of at least 1")
+
+    def evaluate(self, params: Any) -> Any:
+        """The key of a run with ``params``, as the expression or callable gives it."""
+        if callable(self.key):
+            return self.key(params)
+        return self._expression.search({"params": params})  # type: ignore[attr-defined]

@@ -87,3 +87,20 @@ def test_the_tester_moves_its_clock_to_a_deadline_and_cancels_the_run_there():
         tester.run_until_finished(late.id)
     assert (caught.value.status, caught.value.error["code"]) == ("cancelled", "DEADLINE_EXCEEDED")
     assert tester.run_until_finished(in_time.id) == "woke"
+
+
+@durableflow.workflow("testing.one-per-customer", concurrency=durableflow.Concurrency(key="params.customer"))
+def one_per_customer(ctx, params):
+    ctx.step.sleep("nap", 60)
+    return ctx.step.run("done", lambda: params["n"])
+
+
+def test_the_tester_holds_a_concurrency_key_and_admits_the_queue_in_start_order():
+    tester = WorkflowTester()
+    runs = [tester.start("testing.one-per-customer", {"customer": "A", "n": n}) for n in range(3)]
+    assert tester.get(runs[2].id).waiting_for == {"kind": "concurrency", "key": "A", "position": 2}
+    assert tester.runnable() == [runs[0].id]
+
+    assert tester.run_until_finished(runs[2].id) == 2
+    finished = sorted(runs, key=lambda run: tester.get(run.id).finished_at)
+    assert [run.id for run in finished] == [run.id for run in runs]

@@ -159,6 +159,16 @@ The sweep
                                          was asked of yet, earliest deadline first, locked as ``lock_due``'s:
                                          (id, deadline_at)
 
+Concurrency keys (``durableflow.engine.concurrency``; a run's ``concurrency_key`` and ``concurrency_ticket``)
+    ``lock_slots(workflow, key)``        serialise the slot decisions of (workflow, key) until the current
+                                         transaction ends (an advisory lock where the database has one; SQLite's
+                                         IMMEDIATE transactions serialise writers)
+    ``slots(workflow, key)``             over the unfinished runs of that key: (holders: those without a ticket,
+                                         queued: those with one, the highest ticket or 0)
+    ``queued_runs(workflow, key, limit)``
+                                         the unfinished queued runs of that key, lowest ticket first: (id, queue)
+    ``queued_keys(limit)``               distinct (workflow, key) that have unfinished queued runs
+
 Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
     ``get_store(name, store_id)``        the store, or None
     ``lock_store(name, store_id)``       the same, locked until the transaction ends (a row lock where the
@@ -348,6 +358,12 @@ class Storage(Protocol):
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]: ...
     def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]: ...
+
+    # Concurrency keys
+    def lock_slots(self, workflow: str, key: str) -> None: ...
+    def slots(self, workflow: str, key: str) -> tuple[int, int, int]: ...
+    def queued_runs(self, workflow: str, key: str, limit: int) -> list[tuple[str, str]]: ...
+    def queued_keys(self, limit: int) -> list[tuple[str, str]]: ...
 
     # Stores
     def get_store(self, name: str, store_id: str) -> Any | None: ...

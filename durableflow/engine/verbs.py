@@ -13,6 +13,7 @@ import logging
 import time
 
 from durableflow.engine import driver, faults
+from durableflow.engine.concurrency import Slots
 from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
@@ -38,7 +39,7 @@ logger = logging.getLogger("durableflow.delivery")  # where the driver logs the 
 ARRIVAL_PAUSES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.3)
 
 
-class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items):
+class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items, Slots):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):

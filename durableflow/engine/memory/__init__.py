@@ -11,6 +11,7 @@ from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecut
 from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
 from durableflow.engine.memory.items import MemoryItems
 from durableflow.engine.memory.sagas import MemorySagas
+from durableflow.engine.memory.slots import MemorySlots
 from durableflow.engine.memory.stores import MemoryStores
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 from durableflow.engine.memory.waits import MemoryWaits
@@ -19,6 +20,6 @@ __all__ = ["ManualClock", "MemoryExecution", "MemoryEffect", "MemoryTables", "Me
 
 
 class InMemoryStorage(
-    MemorySagas, MemoryEffects, MemoryStores, MemoryWaits, MemoryItems, MemoryTransactions, MemoryCore
+    MemorySlots, MemorySagas, MemoryEffects, MemoryStores, MemoryWaits, MemoryItems, MemoryTransactions, MemoryCore
 ):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

@@ -68,6 +68,8 @@ class MemoryExecution:
     lease_holder: str | None = None
     deliveries: int = 0
     lost_deliveries: int = 0
+    concurrency_key: str | None = None
+    concurrency_ticket: int | None = None
     watched: bool = False
     wake_pending: bool = False
     continued_as: str | None = None
@@ -290,7 +292,7 @@ class MemoryCore:
     # A delivery -------------------------------------------------------------------------
 
     def _claimable(self, execution: MemoryExecution, now: datetime, take_over: str | None = None) -> bool:
-        if execution.status not in RUNNABLE:
+        if execution.status not in RUNNABLE or execution.concurrency_ticket is not None:
             return False
         if execution.status in DUE_ONLY and (execution.wake_at is None or execution.wake_at > now):
             return False
@@ -449,6 +451,7 @@ class MemoryCore:
                     and (e.lease_token is None or e.lease_expires_at < now)
                     and e.enqueued_at is not None
                     and e.enqueued_at < overdue
+                    and e.concurrency_ticket is None
                 ),
                 key=lambda e: e.enqueued_at,
             )
