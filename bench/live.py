@@ -7,6 +7,7 @@ processes (one Celery worker, two pool processes), one after the other.
 from __future__ import annotations
 
 import time
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -157,15 +158,18 @@ def starts(n: int, many: int) -> dict[str, Any]:
     def one_send() -> None:
         chain_step.apply_async((0, 0), queue=START_QUEUE)
 
+    def one_keyed() -> None:  # under a concurrency key: lock the key, count its runs, then insert
+        ids.append(durableflow.start("bench.keyed", {"steps": 1, "key": uuid.uuid4().hex}, queue=START_QUEUE).id)
+
     out: dict[str, Any] = {"n": n, "many": many}
     try:
-        one_start(), one_send()  # warm both paths
-        ours, theirs = [], []
+        one_start(), one_send(), one_keyed()  # warm the paths
+        ours, theirs, keyed = [], [], []
         for i in range(n):
-            pair = [(ours, one_start), (theirs, one_send)]
-            for bucket, call in pair if i % 2 == 0 else reversed(pair):
+            calls = [(ours, one_start), (theirs, one_send), (keyed, one_keyed)]
+            for bucket, call in calls[i % 3 :] + calls[: i % 3]:
                 bucket.append(_ms(call))
-        out["start_ms"], out["apply_async_ms"] = summary(ours), summary(theirs)
+        out["start_ms"], out["apply_async_ms"], out["keyed_start_ms"] = summary(ours), summary(theirs), summary(keyed)
 
         def sends() -> None:
             for _ in range(many):

@@ -116,6 +116,16 @@ def _starts(starts: list[dict[str, Any]]) -> dict[str, Any]:
         "start_vs_apply_async_p50": _ratio(
             [s["start_ms"]["p50"] for s in starts], [s["apply_async_ms"]["p50"] for s in starts]
         ),
+        **(
+            {
+                "keyed_start_p50_ms": spread([s["keyed_start_ms"]["p50"] for s in starts]),
+                "keyed_vs_start_p50": _ratio(
+                    [s["keyed_start_ms"]["p50"] for s in starts], [s["start_ms"]["p50"] for s in starts]
+                ),
+            }
+            if all("keyed_start_ms" in s for s in starts)
+            else {}
+        ),
         "many": starts[0]["many"],
         "apply_async_many_s": spread([s["apply_async_many_s"] for s in starts]),
         "start_many_s": spread([s["start_many_s"] for s in starts]),
@@ -360,6 +370,9 @@ def table(summary: dict[str, Any]) -> str:
         row("apply_async p50", starts["apply_async_p50_ms"], " ms")
         row("apply_async p99", starts["apply_async_p99_ms"], " ms")
         row("start / apply_async p50", starts["start_vs_apply_async_p50"], "x")
+        if "keyed_start_p50_ms" in starts:
+            row("start under a concurrency key p50", starts["keyed_start_p50_ms"], " ms")
+            row("start under a concurrency key / start p50", starts["keyed_vs_start_p50"], "x")
         row(f"{starts['many']} apply_async calls", starts["apply_async_many_s"], " s")
         row(f"start_many of {starts['many']}", starts["start_many_s"], " s")
         row(f"start_many / {starts['many']} apply_async", starts["start_many_vs_apply_async"], "x")
