@@ -22,8 +22,7 @@ DELIVER = "durableflow.deliver"  # args: (execution_id,) - one delivery of an ex
 SWEEP = "durableflow.sweep"  # no args - wake due executions, re-send lost wake-ups
 RUN_ITEM = "durableflow.run_item"  # args: (execution_id, key) - one map item or run(queue=) attempt
 PRUNE = "durableflow.prune"  # args: (older_than,) - delete executions finished longer ago ("30d")
-# kwargs: schedule, workflow, params, catch_up - start a schedule's due executions (a PeriodicTask's)
-TICK = "durableflow.tick"
+TICK = "durableflow.tick"  # kwargs: schedule, workflow, params, catch_up - a schedule's tick (beat sends it)
 
 TASKS = (DELIVER, SWEEP, RUN_ITEM, PRUNE, TICK)
 
