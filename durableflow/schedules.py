@@ -31,11 +31,12 @@ from durableflow.registry import WorkflowDefinition
 if TYPE_CHECKING:
     from django_celery_beat.models import PeriodicTask
 
-__all__ = ["schedule", "unschedule", "start_due", "ticks_of"]
+__all__ = ["schedule", "unschedule", "start_due", "ticks_of", "ticks_for"]
 
 logger = logging.getLogger("durableflow.schedules")
 
 _CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+_MAX_EVERY = 2**31 - 1  # seconds: what django-celery-beat's interval column holds (68 years)
 
 
 def schedule(
@@ -133,14 +134,28 @@ def start_due(schedule: str, workflow: str, params: Any = None, catch_up: str = 
         logger.error("schedule %r: only a crontab or an interval names ticks; the tick starts nothing", schedule)
         return []
     floor = task.start_time or task.date_changed
-    return operations.engine().tick(schedule, workflow, params, ticks, catch_up=catch_up, floor=floor)
+    try:
+        return operations.engine().tick(schedule, workflow, params, ticks, catch_up=catch_up, floor=floor)
+    except exceptions.DurableflowError as exc:  # its keyword arguments, as edited in the admin
+        logger.error("schedule %r: the tick starts nothing: %s", schedule, exc)
+        return []
+
+
+def ticks_for(*, crontab: str | None = None, every: float | None = None) -> Ticks:
+    """The ticks ``schedule(..., crontab=... | every=...)`` names (``ScheduleError`` as it would);
+    a crontab in the time zone its periodic task would get (``CELERY_TIMEZONE``, else UTC)."""
+    timing = _timing(crontab, every)
+    if isinstance(timing, Every):
+        return timing
+    from django_celery_beat.models import CrontabSchedule
+
+    return _cron_ticks(CrontabSchedule(**timing))  # not saved: its default time zone, its parsing
 
 
 def ticks_of(task: PeriodicTask) -> Ticks | None:
     """The ticks a periodic task's crontab or interval names (the one mapping from its rows)."""
     if task.crontab is not None:
-        cron = task.crontab.schedule  # celery's crontab, its fields expanded to sets
-        return Cron(*(frozenset(getattr(cron, field)) for field in _CRON_FIELDS), tz=cron.tz or dt_timezone.utc)
+        return _cron_ticks(task.crontab)
     if task.interval is not None:
         seconds = task.interval.schedule.run_every.total_seconds()
         if seconds < 1 or seconds != int(seconds):
@@ -148,6 +163,11 @@ def ticks_of(task: PeriodicTask) -> Ticks | None:
             return None
         return Every(int(seconds))
     return None
+
+
+def _cron_ticks(row: Any) -> Cron:
+    cron = row.schedule  # celery's crontab, its fields expanded to sets, in the row's time zone
+    return Cron(*(frozenset(getattr(cron, field)) for field in _CRON_FIELDS), tz=cron.tz or dt_timezone.utc)
 
 
 # Checks: everything is refused before anything is written -----------------------------------
@@ -172,6 +192,10 @@ def _timing(crontab: Any, every: Any) -> Every | dict[str, str]:
         )
     if every is not None:
         whole = isinstance(every, (int, float)) and not isinstance(every, bool) and float(every).is_integer()
+        if whole and every > _MAX_EVERY:
+            raise exceptions.ScheduleError(
+                "INVALID_SCHEDULE", f"every: {every!r} is more than {_MAX_EVERY:,} seconds; use a crontab"
+            )
         try:
             return Every(int(every) if whole else every)
         except ValueError as exc:

@@ -269,6 +269,7 @@ def test_unschedule_deletes_it_and_keeps_its_executions():
         ({"every": -5}, "INVALID_SCHEDULE", "above 0"),
         ({"every": 2.5}, "INVALID_SCHEDULE", "whole number"),
         ({"every": "60"}, "INVALID_SCHEDULE", "whole number"),
+        ({"every": 2**31}, "INVALID_SCHEDULE", "use a crontab"),
         ({"crontab": "*/5 * * *"}, "INVALID_SCHEDULE", "five fields"),
         ({"crontab": "61 * * * *"}, "INVALID_SCHEDULE", "crontab"),
         ({"crontab": "every day"}, "INVALID_SCHEDULE", "five fields"),
@@ -339,6 +340,9 @@ def test_the_tick_follows_the_schedule_as_edited_in_the_admin():
     keys = set(Execution.objects.filter(idempotency_key__startswith="schedule:edited:").values_list(
         "idempotency_key", flat=True))  # fmt: skip
     assert tick_key("edited", minute) in keys
+    # Keyword arguments edited into something a start refuses: logged, nothing started.
+    assert tasks.tick.run("edited", "t.no-such-workflow") == 0
+    assert tasks.tick.run("edited", "t.scheduled", catch_up="most") == 0
     # Disabled in the admin: its ticks start nothing.
     row.enabled = False
     row.save()
@@ -355,3 +359,22 @@ def test_a_new_schedule_catches_up_on_nothing_before_it_was_made():
     for execution in found:
         tick = datetime.fromisoformat(execution.idempotency_key.removeprefix("schedule:fresh:"))
         assert tick >= row.start_time
+
+
+# WorkflowTester: a schedule's ticks on the manual clock -------------------------------------
+
+
+def test_the_tester_ticks_a_schedule_on_its_clock():
+    from durableflow.testing import WorkflowTester
+
+    tester = WorkflowTester()
+    first = tester.tick("nightly", "t.scheduled", {"n": 1}, crontab="0 2 * * *")
+    assert len(first) == 1 and first[0].idempotency_key.startswith("schedule:nightly:")
+    assert tester.tick("nightly", "t.scheduled", {"n": 1}, crontab="0 2 * * *") == first  # the same tick
+    tester.advance(5 * 86400)  # four nights missed
+    assert len(tester.tick("nightly", "t.scheduled", {"n": 1}, crontab="0 2 * * *")) == 2
+    tester.advance(3 * 86400)
+    assert len(tester.tick("nightly", "t.scheduled", {"n": 1}, crontab="0 2 * * *", catch_up="all")) == 3
+    assert tester.run() == 6 and tester.result(first[0].id) == {"n": 1}
+    with pytest.raises(ScheduleError, match="not both or neither"):
+        tester.tick("nightly", "t.scheduled")
