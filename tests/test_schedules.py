@@ -287,7 +287,8 @@ def test_bad_input_is_refused_with_a_code_and_nothing_is_written(arguments, code
     arguments = {"name": "refused", "workflow": "t.scheduled", **arguments}
     counts = (PeriodicTask.objects.count(), IntervalSchedule.objects.count(), CrontabSchedule.objects.count())
     with pytest.raises(ScheduleError, match=message) as caught:
-        durableflow.schedule(arguments.pop("name"), arguments.pop("workflow"), arguments.pop("params", None), **arguments)
+        name, workflow, params = arguments.pop("name"), arguments.pop("workflow"), arguments.pop("params", None)
+        durableflow.schedule(name, workflow, params, **arguments)
     assert caught.value.code == code
     assert (PeriodicTask.objects.count(), IntervalSchedule.objects.count(), CrontabSchedule.objects.count()) == counts
 
