@@ -7,7 +7,9 @@ the admin is followed at the next tick) and calls the ``tick`` verb
 (``durableflow.engine.schedules``), which starts the tick's execution once however many beats sent
 it. The row's start time is the schedule's floor: ticks before it start nothing and are never
 caught up (``schedule()`` sets it when the schedule is created or its timing changes; a row
-without one, made by hand in the admin, counts from its last change).
+without one, made by hand in the admin, counts from its last change). The latest tick started
+is kept in the row's headers (``LAST_TICK``), so that ticks whose runs were pruned since are not
+taken for missed ones.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ __all__ = ["schedule", "unschedule", "start_due", "ticks_of", "ticks_for"]
 logger = logging.getLogger("durableflow.schedules")
 
 _CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
+# The periodic task's header that keeps the latest tick started (beat sends it along, unused).
+LAST_TICK = "durableflow_last_tick"
 _MAX_EVERY = 2**31 - 1  # seconds: what django-celery-beat's interval column holds (68 years)
 
 
@@ -135,10 +139,15 @@ def start_due(schedule: str, workflow: str, params: Any = None, catch_up: str = 
         return []
     floor = task.start_time or task.date_changed
     try:
-        return operations.engine().tick(schedule, workflow, params, ticks, catch_up=catch_up, floor=floor)
+        started = operations.engine().tick(
+            schedule, workflow, params, ticks, catch_up=catch_up, floor=floor, last=_last_tick(task)
+        )
     except exceptions.DurableflowError as exc:  # its keyword arguments, as edited in the admin
         logger.error("schedule %r: the tick starts nothing: %s", schedule, exc)
         return []
+    if started:
+        _record_last_tick(task, engine_schedules.tick_of(schedule, started[-1].idempotency_key))
+    return started
 
 
 def ticks_for(*, crontab: str | None = None, every: float | None = None) -> Ticks:
@@ -163,6 +172,37 @@ def ticks_of(task: PeriodicTask) -> Ticks | None:
             return None
         return Every(int(seconds))
     return None
+
+
+def _last_tick(task: PeriodicTask) -> datetime | None:
+    """The latest tick recorded as started in the periodic task's headers (None if unreadable)."""
+    try:
+        headers = json.loads(task.headers or "{}")
+        tick = datetime.fromisoformat(headers[LAST_TICK])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return tick if tick.utcoffset() is not None else None
+
+
+def _record_last_tick(task: PeriodicTask, tick: datetime | None) -> None:
+    """Keep ``tick`` as the latest started, so that ticks whose runs were pruned since are not
+    caught up again. Written with ``update()``: no signal, so beat does not reload its whole
+    schedule at each tick; compared with the headers read, so that a later tick another process
+    recorded meanwhile is kept. A value lost anyway (beat saving the row at that moment, a
+    crash before this) only sends the next tick to the executions' keys again."""
+    from django_celery_beat.models import PeriodicTask
+
+    previous = _last_tick(task)
+    if tick is None or (previous is not None and tick <= previous):
+        return
+    try:
+        headers = json.loads(task.headers or "{}")
+    except ValueError:
+        return
+    if not isinstance(headers, dict):
+        return
+    headers[LAST_TICK] = tick.isoformat()
+    PeriodicTask.objects.filter(pk=task.pk, headers=task.headers).update(headers=json.dumps(headers))
 
 
 def _cron_ticks(row: Any) -> Cron:

@@ -167,6 +167,18 @@ def test_a_tick_after_params_changed_keeps_the_execution_it_started(backend):
     assert backend.get(first[0].id).params == {"n": 1}
 
 
+def test_ticks_recorded_as_started_are_not_missed_when_their_executions_are_gone(backend):
+    _to_grid(backend, 60)
+    floor = backend.now() - timedelta(hours=1)
+    last = Every(60).latest(backend.now()) - timedelta(minutes=1)  # its run was pruned since
+    started = backend.engine.tick("pruned", "t.scheduled", None, Every(60), floor=floor, last=last)
+    assert len(started) == 1 and _keys(backend, "pruned") == [tick_key("pruned", last + timedelta(minutes=1))]
+    again = backend.engine.tick("pruned", "t.scheduled", None, Every(60), floor=floor, last=last + timedelta(minutes=1))
+    assert again == []  # the current tick, recorded: a re-sent message starts nothing
+    everything = backend.engine.tick("pruned", "t.scheduled", None, Every(60), floor=floor, catch_up="all")
+    assert len(everything) == 60  # without the record, the hour's ticks look missed
+
+
 @pytest.mark.parametrize(("catch_up", "after_downtime"), [("one", 2), ("none", 1), ("all", 5)])
 def test_catch_up_after_downtime_on_a_controlled_clock(backend, catch_up, after_downtime):
     name = f"down-{catch_up}"
@@ -317,10 +329,12 @@ def test_the_tick_task_starts_one_execution_per_tick():
     durableflow.schedule("ticking", "t.scheduled", {"n": 1}, every=3600)
     PeriodicTask.objects.filter(name="ticking").update(start_time=datetime(2000, 1, 1, tzinfo=UTC))
     assert _tick("ticking") == 2  # the current tick, and one for the missed ones (catch_up="one")
-    assert _tick("ticking") == 1  # sent again: the current tick, started before; nothing is missed now
+    hour = Every(3600).latest(datetime.now(UTC))
+    # The row keeps the latest tick started (a header beat sends along).
+    assert json.loads(PeriodicTask.objects.get(name="ticking").headers)["durableflow_last_tick"] == hour.isoformat()
+    assert _tick("ticking") == 0  # sent again: that tick is recorded as started
     executions = Execution.objects.filter(idempotency_key__startswith="schedule:ticking:")
     assert executions.count() == 2
-    hour = Every(3600).latest(datetime.now(UTC))
     assert sorted(executions.values_list("idempotency_key", flat=True)) == [
         tick_key("ticking", hour - timedelta(hours=1)),
         tick_key("ticking", hour),
@@ -348,6 +362,18 @@ def test_the_tick_follows_the_schedule_as_edited_in_the_admin():
     row.enabled = False
     row.save()
     assert _tick("edited") == 0
+
+
+@pytest.mark.django_db
+def test_a_tick_whose_run_was_pruned_is_not_caught_up_again():
+    durableflow.schedule("monthly", "t.scheduled", every=3600)
+    PeriodicTask.objects.filter(name="monthly").update(start_time=datetime(2000, 1, 1, tzinfo=UTC))
+    assert _tick("monthly") == 2
+    Execution.objects.filter(idempotency_key__startswith="schedule:monthly:").delete()  # pruned
+    assert _tick("monthly") == 0
+    # The record is only a help: cleared in the admin, the keys decide again.
+    PeriodicTask.objects.filter(name="monthly").update(headers="{}")
+    assert _tick("monthly") == 2
 
 
 @pytest.mark.django_db

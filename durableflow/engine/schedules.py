@@ -8,7 +8,8 @@ sent or run: the latest tick at or before now. Its execution's idempotency key i
 twice start one execution for it.
 
 **Missed ticks** are the ticks before the current one that started nothing since the last tick
-that did (found by their keys: the tick before, and so on back). After downtime
+that did (found by their keys: the tick before, and so on back; a caller that records the last
+tick started passes it, so that ticks whose executions were pruned since are not missed). After downtime
 (``catch_up``): ``"one"`` starts one execution for them, the latest missed tick's, ``"none"``
 none, ``"all"`` one per missed tick (at most ``MAX_CATCH_UP``, the latest ones). The current tick
 always starts. Ticks before ``floor`` (when the schedule was defined) are never missed.
@@ -40,6 +41,7 @@ __all__ = [
     "Every",
     "Cron",
     "tick_key",
+    "tick_of",
     "check_catch_up",
     "due_ticks",
     "Schedules",
@@ -130,6 +132,17 @@ def tick_key(name: str, tick: datetime) -> str:
     return f"{_KEY_PREFIX}{name}:{tick.astimezone(timezone.utc).isoformat(timespec='seconds')}"
 
 
+def tick_of(name: str, idempotency_key: str) -> datetime | None:
+    """The tick ``tick_key(name, ...)`` made ``idempotency_key`` for, or None."""
+    prefix = f"{_KEY_PREFIX}{name}:"
+    if not idempotency_key or not idempotency_key.startswith(prefix):
+        return None
+    try:
+        return datetime.fromisoformat(idempotency_key[len(prefix) :])
+    except ValueError:
+        return None
+
+
 def check_catch_up(catch_up: Any) -> str:
     if catch_up not in CATCH_UP:
         raise exceptions.ScheduleError(
@@ -175,6 +188,7 @@ class Schedules:
         *,
         catch_up: str = "one",
         floor: datetime | None,
+        last: datetime | None = None,
         queue: str | None = None,
     ) -> list[Any]:
         """Start the executions one tick of schedule ``name`` is due (``due_ticks``), in one
@@ -182,14 +196,20 @@ class Schedules:
 
         ``floor``: when the schedule was defined; ticks before it start nothing (None: no
         floor, every tick before the current one that started nothing is a missed one).
+        ``last``: the latest tick recorded as started, if the caller keeps one: ticks up to it
+        are not missed even when their executions are gone (pruned); the others are looked up
+        by their keys.
         """
         check_catch_up(catch_up)
         definition = self.registry.resolve(workflow)
 
         def started(tick: datetime) -> bool:
+            if last is not None and tick <= last:
+                return True
             return self.storage.find_execution(definition.name, tick_key(name, tick)) is not None
 
         due = due_ticks(ticks, self.storage.now(), catch_up=catch_up, floor=floor, started=started)
+        due = [tick for tick in due if last is None or tick > last]  # a re-sent tick, recorded: nothing
         keys = [tick_key(name, tick) for tick in due]
         try:
             return self.start_many(definition, [params] * len(keys), keys, queue=queue)
