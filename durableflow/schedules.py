@@ -79,11 +79,8 @@ def schedule(
                 "INVALID_SCHEDULE", f"the periodic task {name!r} runs {task.task!r}, not a durableflow schedule"
             )
         task = task or PeriodicTask(name=name, task=dispatch.TICK)
-        interval, cron = _schedule_rows(alias, timing)
-        changed_timing = task.pk is None or (task.interval_id, task.crontab_id) != (
-            getattr(interval, "pk", None),
-            getattr(cron, "pk", None),
-        )
+        changed_timing = task.pk is None or _timing_of(task) != _timing_key(timing)
+        interval, cron = _schedule_rows(alias, timing) if changed_timing else (task.interval, task.crontab)
         wanted = {
             "interval": interval,
             "crontab": cron,
@@ -291,6 +288,26 @@ def _schedule_rows(alias: str, timing: Every | dict[str, str]):
     found = {**timing, "timezone": CrontabSchedule._meta.get_field("timezone").get_default()}
     row = CrontabSchedule.objects.using(alias).filter(**found).order_by("pk").first()
     return None, row or CrontabSchedule.objects.using(alias).create(**found)
+
+
+def _timing_key(timing: Every | dict[str, str]) -> tuple:
+    """What a timing names, comparable with ``_timing_of`` (an hour is 3,600 seconds)."""
+    if isinstance(timing, Every):
+        return ("every", timing.seconds)
+    from django_celery_beat.models import CrontabSchedule
+
+    default = CrontabSchedule._meta.get_field("timezone").get_default()
+    return ("crontab", *(timing[field] for field in _CRON_FIELDS), str(default))
+
+
+def _timing_of(task: PeriodicTask) -> tuple | None:
+    if task.solar_id is not None or task.clocked_id is not None:
+        return None
+    if task.interval is not None:
+        return ("every", task.interval.schedule.run_every.total_seconds())
+    if task.crontab is not None:
+        return ("crontab", *(getattr(task.crontab, field) for field in _CRON_FIELDS), str(task.crontab.timezone))
+    return None
 
 
 def _same(task: PeriodicTask, field: str, value: Any) -> bool:

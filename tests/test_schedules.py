@@ -405,3 +405,14 @@ def test_the_tester_ticks_a_schedule_on_its_clock():
     assert tester.run() == 6 and tester.result(first[0].id) == {"n": 1}
     with pytest.raises(ScheduleError, match="not both or neither"):
         tester.tick("nightly", "t.scheduled")
+
+
+@pytest.mark.django_db
+def test_the_same_timing_in_other_units_or_rows_is_not_a_change():
+    hour = IntervalSchedule.objects.create(every=1, period=IntervalSchedule.HOURS)
+    durableflow.schedule("units", "t.scheduled", every=3600)
+    PeriodicTask.objects.filter(name="units").update(interval=hour)  # as chosen in the admin
+    before = PeriodicTask.objects.get(name="units")
+    durableflow.schedule("units", "t.scheduled", every=3600)
+    after = PeriodicTask.objects.get(name="units")
+    assert (after.interval_id, after.start_time, after.date_changed) == (hour.pk, before.start_time, before.date_changed)
