@@ -9,10 +9,11 @@ twice start one execution for it.
 
 **Missed ticks** are the ticks before the current one that started nothing since the last tick
 that did (found by their keys: the tick before, and so on back; a caller that records the last
-tick started passes it, so that ticks whose executions were pruned since are not missed). After downtime
-(``catch_up``): ``"one"`` starts one execution for them, the latest missed tick's, ``"none"``
-none, ``"all"`` one per missed tick (at most ``MAX_CATCH_UP``, the latest ones). The current tick
-always starts. Ticks before ``floor`` (when the schedule was defined) are never missed.
+tick started passes it, so that ticks whose executions were pruned since are not missed). After
+downtime (``catch_up``): ``"one"`` starts one execution for them, the latest missed tick's,
+``"none"`` none, ``"all"`` one per missed tick (at most ``MAX_CATCH_UP``, the latest ones). The
+current tick starts unless it is recorded as started. Ticks before ``floor`` (when the schedule
+was defined) are never missed.
 
 Safe to run from several processes at once: every start is idempotent by its key (the
 storage's unique constraint decides), so two ticks that read the same state start the same
