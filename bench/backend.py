@@ -179,6 +179,7 @@ def _round(number: int, config: dict[str, Any], inprocess, live) -> dict[str, An
     # Latency pairs and start pairs alternate sample by sample inside.
     result["latency"] = live.latency(sizes["latency_steps"], sizes["latency_n"])
     result["starts"] = live.starts(sizes["start_n"], sizes["start_many"])
+    result["starts"]["ticks"] = live.scheduled_ticks(sizes["start_n"])
     # The database's commit rate with as many connections as the worker has pool processes (the
     # ceiling of the throughput leg), and at other concurrencies for bench/SCALING.md.
     result["commit_rate"] = {

@@ -133,6 +133,11 @@ def _starts(starts: list[dict[str, Any]]) -> dict[str, Any]:
             [s["start_many_s"] for s in starts], [s["apply_async_many_s"] for s in starts]
         ),
     }
+    if all("ticks" in s for s in starts):  # a schedule's tick beside a start, in the same round
+        ticks = [s["ticks"] for s in starts]
+        out["tick_p50_ms"] = spread([t["tick_ms"]["p50"] for t in ticks])
+        out["tick_p99_ms"] = spread([t["tick_ms"]["p99"] for t in ticks])
+        out["tick_vs_start_p50"] = _ratio([t["tick_ms"]["p50"] for t in ticks], [t["start_ms"]["p50"] for t in ticks])
     return out
 
 
@@ -376,6 +381,10 @@ def table(summary: dict[str, Any]) -> str:
         row(f"{starts['many']} apply_async calls", starts["apply_async_many_s"], " s")
         row(f"start_many of {starts['many']}", starts["start_many_s"], " s")
         row(f"start_many / {starts['many']} apply_async", starts["start_many_vs_apply_async"], "x")
+        if "tick_p50_ms" in starts:
+            row("scheduled tick p50", starts["tick_p50_ms"], " ms")
+            row("scheduled tick p99", starts["tick_p99_ms"], " ms")
+            row("scheduled tick / start p50", starts["tick_vs_start_p50"], "x")
     for label, stats, unit in transactions.rows(summary["transactions"]) if "transactions" in summary else []:
         row(label, stats, unit)
     waits = summary.get("waits")

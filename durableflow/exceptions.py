@@ -8,6 +8,7 @@ source), and this tree names the class that carries each::
     DurableflowError              DURABLEFLOW_ERROR
     ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT,
     │                             UNKNOWN_STEP, FORK_VERSION_MISMATCH (fork)
+    ├── ScheduleError             INVALID_SCHEDULE, UNKNOWN_WORKFLOW, INVALID_PARAMS (schedule, unschedule)
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
@@ -56,6 +57,7 @@ from typing import Any
 __all__ = [
     "DurableflowError",
     "WorkflowStartError",
+    "ScheduleError",
     "WorkflowValueError",
     "NonDeterminismError",
     "RetryableError",
@@ -81,6 +83,9 @@ CODES: dict[str, str] = {
     "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
     "UNKNOWN_STEP": "fork: the step key is not in the execution's journal (or is reserved, or a map item)",
     "FORK_VERSION_MISMATCH": "fork: the workflow's registered version is not the one the execution ran with",
+    # schedules
+    "INVALID_SCHEDULE": "a schedule's name, crontab, every or catch_up is not acceptable (or the name is another "
+    "periodic task's); nothing was written",
     # values and keys
     "INVALID_STEP_VALUE": "a step value is not a durable value (JSON data)",
     "INVALID_RESULT": "the workflow returned a value that is not a durable value",
@@ -201,6 +206,12 @@ class WorkflowStartError(DurableflowError):
     """The execution could not be started; nothing was written."""
 
     default_code = "START_FAILED"
+
+
+class ScheduleError(DurableflowError):
+    """The schedule could not be saved; nothing was written."""
+
+    default_code = "INVALID_SCHEDULE"
 
 
 class WorkflowValueError(DurableflowError):

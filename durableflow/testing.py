@@ -87,6 +87,7 @@ class WorkflowTester:
         self.storage = InMemoryStorage(self.clock)
         self.engine = Engine(self.storage, registry, settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
+        self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
 
     # The verbs ------------------------------------------------------------------------
 
@@ -127,6 +128,29 @@ class WorkflowTester:
 
     def sweep(self) -> dict[str, int]:
         return self.engine.sweep()
+
+    def tick(
+        self,
+        name: str,
+        workflow: Any,
+        params: Any = None,
+        *,
+        crontab: str | None = None,
+        every: float | None = None,
+        catch_up: str = "one",
+    ) -> list[MemoryExecution]:
+        """What a tick of schedule ``name`` (as ``durableflow.schedule`` takes it) starts at the
+        tester's clock: the executions, oldest tick first (those started before included). The
+        schedule counts from the tick current at this tester's first tick of ``name``, which starts
+        that tick's execution; ``advance()`` past a few ticks, then tick once, to see what
+        ``catch_up`` starts after downtime."""
+        from durableflow import schedules
+
+        ticks = schedules.ticks_for(crontab=crontab, every=every)
+        if name not in self._schedules:
+            self._schedules[name] = ticks.latest(self.storage.now()) or self.storage.now()
+        floor = self._schedules[name]
+        return self.engine.tick(name, workflow, params, ticks, catch_up=catch_up, floor=floor)
 
     def save_document(self, name: str, document: Any) -> int:
         """Keep a workflow document in memory as the next revision of ``name``; its number.
