@@ -87,3 +87,22 @@ def test_the_tester_moves_its_clock_to_a_deadline_and_cancels_the_run_there():
         tester.run_until_finished(late.id)
     assert (caught.value.status, caught.value.error["code"]) == ("cancelled", "DEADLINE_EXCEEDED")
     assert tester.run_until_finished(in_time.id) == "woke"
+
+
+@durableflow.workflow("testing.rate-limited")
+def rate_limited(ctx, params):
+    return ctx.step.run("call", lambda n: n, params["n"], rate_limit=durableflow.RateLimit("testing-api", 2, 10.0))
+
+
+def test_the_tester_holds_rate_limits_and_moves_its_clock_until_a_unit_frees():
+    tester = WorkflowTester()
+    runs = [tester.start("testing.rate-limited", {"n": n}) for n in range(3)]
+
+    tester.run()
+
+    assert [tester.get(run.id).status for run in runs] == ["completed", "completed", "waiting"]
+    waiting = tester.get(runs[2].id)
+    assert (waiting.waiting_for["kind"], waiting.waiting_for["key"]) == ("rate_limit", "testing-api")
+    assert tester.run_until_finished(runs[2].id) == 2
+    admitted = [a.admitted_at for a in tester.storage.admissions("testing-api")]
+    assert (admitted[2] - admitted[0]).total_seconds() == 10.0

@@ -13,3 +13,9 @@ def rate_limited(ctx, params):
         ctx.step.run(f"call-{i}", Marker.hit, f"{tag}:{params['run']}:{i}", rate_limit=limit)
         for i in range(params["steps"])
     ]
+
+
+@durableflow.workflow("t.rate-limited-admin")
+def rate_limited_admin(ctx, params):
+    """One unit an hour: the first run is admitted, the next one waits."""
+    return ctx.step.run("call", lambda n: n, params["n"], rate_limit=durableflow.RateLimit("admin-api", 1, 3600.0))

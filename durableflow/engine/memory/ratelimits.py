@@ -41,14 +41,12 @@ class MemoryRateLimits:
                 return True, own.admitted_at
             now = self.clock()
             start = now - timedelta(seconds=window)
-            admitted = [(a.admitted_at, a.units) for a in rows.values() if a.key == key and a.admitted_at and a.admitted_at > start]
+            of_key = [a for a in rows.values() if a.key == key]
+            admitted = [(a.admitted_at, a.units) for a in of_key if a.admitted_at and a.admitted_at > start]
             place = (own.requested_at, own.id) if own is not None else (now, self.tables.next_id)
-            ahead = sorted(
-                (a for a in rows.values() if a.key == key and a.admitted_at is None and a is not own and self._waits(a)),
-                key=lambda a: (a.requested_at, a.id),
-            )
-            ahead_units = [a.units for a in ahead if (a.requested_at, a.id) < place]
-            at = admission_time(now, admitted, ahead_units, units, limit, window)
+            waiting = [a for a in of_key if a.admitted_at is None and self._waits(a)]
+            ahead = [a.units for a in sorted(waiting, key=_place) if _place(a) < place]
+            at = admission_time(now, admitted, ahead, units, limit, window)
             if own is None:
                 own = MemoryAdmission(self.tables.next_id, key, execution_id, step_key, units, now)
                 self.tables.next_id += 1
@@ -59,6 +57,7 @@ class MemoryRateLimits:
             return True, now
 
     def _waits(self, admission: MemoryAdmission) -> bool:
+        """Whether the admission's execution is unfinished (its waiting request holds its place)."""
         execution = self.tables.executions.get(admission.execution_id or "")
         return execution is not None and execution.status in RUNNABLE
 
@@ -79,3 +78,7 @@ class MemoryRateLimits:
         with self.lock:
             found = [a for a in self.tables.admissions.values() if a.key == key]
             return clone(sorted(found, key=lambda a: (a.requested_at, a.id)))
+
+
+def _place(admission: MemoryAdmission) -> tuple[datetime, int]:
+    return admission.requested_at, admission.id

@@ -122,7 +122,8 @@ class FanoutSteps(StepBase):
                     raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": sent, "queue": queue})
                 started = started_at(record, record.started_at)
                 if attempt.status == StepStatus.COMPLETED:
-                    return self._succeeded(key, record, sent, attempt.value, schema, started, compensable, carry=carry)
+                    value = attempt.value
+                    return self._succeeded(key, record, sent, value, schema, started, compensable, carry=carry)
                 return self._failed_attempt(key, record, sent, item_error(attempt), retry, started, carry=carry)
             self._wait_until_due(key, record)  # a retry: suspends until the next attempt is due
         path = function_path(fn)
