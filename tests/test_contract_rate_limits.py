@@ -14,7 +14,7 @@ import durableflow
 from durableflow import RateLimit, RetryableError, WorkflowValueError
 from durableflow.engine.context import parse_iso
 from durableflow.engine.memory import ManualClock
-from durableflow.engine.ratelimits import admission_time
+from durableflow.engine.ratelimits import admission_time, fits_now
 from tests.harness import LEASE_SECONDS
 
 calls: list[str] = []
@@ -354,3 +354,5 @@ def _at(seconds):
 def test_the_admission_time_places_older_requests_first(admitted, ahead, units, expected):
     found = admission_time(T0, [(_at(t), n) for t, n in admitted], ahead, units, limit=2, window=10.0)
     assert found == _at(expected)
+    # The storages' shortcut from sums agrees: it fits now exactly when nothing must leave first.
+    assert fits_now(sum(n for _, n in admitted), sum(ahead), units, limit=2) == (expected == 0)

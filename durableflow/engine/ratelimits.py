@@ -25,7 +25,7 @@ from typing import Any, Iterable
 from durableflow import exceptions, values
 from durableflow.options import MAX_RATE_LIMIT_KEY, RateLimit
 
-__all__ = ["admission_time", "limiter_key"]
+__all__ = ["admission_time", "fits_now", "limiter_key"]
 
 
 def admission_time(
@@ -58,6 +58,14 @@ def admission_time(
         held.append((at, wanted))
         used += wanted
     return at
+
+
+def fits_now(used: int, ahead: int, units: int, limit: int) -> bool:
+    """Whether a request fits now, from sums alone: the units admitted in the window, those of the
+    older requests still waiting, and its own. When it does, ``admission_time`` answers ``now``
+    (nothing has to leave the window), so a storage can admit without reading the rows; it reads
+    them only to tell a refused request when it would fit."""
+    return used + ahead + units <= limit
 
 
 def limiter_key(rate_limit: Any, step: str, args: tuple, kwargs: dict[str, Any]) -> str:

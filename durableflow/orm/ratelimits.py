@@ -16,9 +16,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Sum
+from django.db.models.functions import Coalesce
 
-from durableflow.engine.ratelimits import admission_time
+from durableflow.engine.ratelimits import admission_time, fits_now
 from durableflow.engine.states import RUNNABLE
 from durableflow.models import RateLimitAdmission
 
@@ -49,16 +50,23 @@ class OrmRateLimits:
             if own is not None and own.admitted_at is not None:
                 return True, own.admitted_at
             now = self.now()
-            in_window = rows.filter(key=key, admitted_at__gt=now - timedelta(seconds=window))
-            admitted = list(in_window.order_by("admitted_at").values_list("admitted_at", "units"))
+            start = now - timedelta(seconds=window)
+            in_window = rows.filter(key=key, admitted_at__gt=start)
             # Older requests still waiting, of unfinished executions (a cancelled one's stops counting).
             waiting = rows.filter(key=key, admitted_at__isnull=True, execution__status__in=RUNNABLE)
             if own is not None:
                 waiting = waiting.filter(
                     Q(requested_at__lt=own.requested_at) | Q(requested_at=own.requested_at, pk__lt=own.pk)
                 )
-            ahead = list(waiting.order_by("requested_at", "pk").values_list("units", flat=True))
-            at = admission_time(now, admitted, ahead, units, limit, window)
+            # Two sums (each an index range) decide the common case, room now; the rows are read
+            # only to tell a refused request when it would fit.
+            used = in_window.aggregate(units=Coalesce(Sum("units"), 0))["units"]
+            ahead_units = waiting.aggregate(units=Coalesce(Sum("units"), 0))["units"]
+            at = now
+            if not fits_now(used, ahead_units, units, limit):
+                admitted = list(in_window.order_by("admitted_at").values_list("admitted_at", "units"))
+                ahead = list(waiting.order_by("requested_at", "pk").values_list("units", flat=True))
+                at = admission_time(now, admitted, ahead, units, limit, window)
             admit = at <= now
             fields = {"admitted_at": now, "expires_at": now + timedelta(seconds=window)} if admit else {}
             if own is not None:
