@@ -356,3 +356,18 @@ def test_the_admission_time_places_older_requests_first(admitted, ahead, units, 
     assert found == _at(expected)
     # The storages' shortcut from sums agrees: it fits now exactly when nothing must leave first.
     assert fits_now(sum(n for _, n in admitted), sum(ahead), units, limit=2) == (expected == 0)
+
+
+def test_a_request_refused_again_keeps_its_place_behind_an_older_one(backend):
+    first, second, third = (_start(backend, tag, limit=1) for tag in "abc")
+    for execution_id in (first, second, third):
+        backend.deliver(execution_id)  # "a" admitted; "b" waits until +10, "c" until +20
+    assert backend.get(third).wake_at - backend.get(second).wake_at == timedelta(seconds=10)
+    backend.advance(20.5)  # both due; "c" asks again before "b" does
+
+    backend.deliver(third)
+    assert backend.get(third).waiting_for["kind"] == "rate_limit"  # "b" still goes first
+    assert backend.get(third).wake_at > backend.now() + timedelta(seconds=9)
+    backend.deliver(second)
+    assert backend.get(second).result == "b"
+    assert [admitted for *_, admitted in backend.admissions("api")] == [True, True, False]

@@ -114,9 +114,9 @@ def test_a_rate_limited_step_admitted_at_once_costs_a_few_statements_more(live_d
 
     # Per step: its body's INSERT (a marker), its record's INSERT, and the admission's transaction:
     # BEGIN, the key's lock (PostgreSQL: SQLite's BEGIN IMMEDIATE serialises writers already), the
-    # lease, the step's admission, the clock, two sums, the admission's INSERT and COMMIT.
+    # lease with the step's admission, the clock with two sums, the admission's INSERT, COMMIT.
     around = 3 if connection.vendor == "postgresql" else 2
-    admission = around + 6
+    admission = around + 3
     assert (len(three) - len(one)) == 2 * (2 + admission), one
     assert len(one) == 2 + 2 + admission, one  # and the claim and the outcome
     assert sum(sql.startswith('INSERT INTO "durableflow_ratelimitadmission"') for sql in one) == 1
