@@ -371,3 +371,25 @@ def test_a_request_refused_again_keeps_its_place_behind_an_older_one(backend):
     backend.deliver(second)
     assert backend.get(second).result == "b"
     assert [admitted for *_, admitted in backend.admissions("api")] == [True, True, False]
+
+
+def always_fails(tag):
+    calls.append(tag)
+    raise LookupError("the service is gone")
+
+
+BODIES["fails"] = always_fails
+
+
+def test_a_retried_run_runs_the_failed_step_again_under_its_first_admission(backend):
+    execution_id = _start(backend, "a", body="fails", limit=1, window=300.0)
+    backend.deliver(execution_id)
+    assert backend.get(execution_id).status == "failed"
+    assert "admitted_at" in _record(backend, execution_id).meta
+
+    backend.retry(execution_id)
+    backend.deliver(execution_id)
+
+    assert backend.get(execution_id).status == "failed"
+    assert calls == ["a", "a"]
+    assert backend.admissions("api") == [(execution_id, "call", 1, True)]
