@@ -99,9 +99,10 @@ class RunSteps(StepBase):
             ctx._latch(interrupt)
             raise
         if admitted:
-            carry = {"rate_limit": limiter, "admitted_at": iso(at)}
-            # A record of the wait for this admission is not an attempt: the first one starts now.
-            return (None if record is None else replace(record, meta={})), carry
+            if record is not None and "rate_limit" in record.meta:
+                # The record of the wait for this admission is not an attempt: the first one starts now.
+                record = replace(record, meta={})
+            return record, {"rate_limit": limiter, "admitted_at": iso(at)}
         ctx._write(
             StepRecordData(
                 key=key,
