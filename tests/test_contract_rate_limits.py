@@ -246,6 +246,10 @@ def test_a_cancelled_waiting_request_stops_holding_its_place(backend):
     backend.deliver(third)
 
     assert backend.get(third).result == "c"
+    # Its request, never admitted, is the prune's to delete whatever the age asked for, and so is
+    # the first run's admission, out of its window: the third's, in it, stays.
+    backend.engine.prune(timedelta(days=1))
+    assert backend.admissions("api") == [(third, "call", 1, True)]
 
 
 def test_units_of_a_step_on_a_queue_are_taken_once_before_it_is_sent(backend):
