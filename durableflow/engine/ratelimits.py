@@ -68,11 +68,9 @@ def fits_now(used: int, ahead: int, units: int, limit: int) -> bool:
     return used + ahead + units <= limit
 
 
-def limiter_key(rate_limit: Any, step: str, args: tuple, kwargs: dict[str, Any]) -> str:
+def limiter_key(rate_limit: RateLimit, step: str, args: tuple, kwargs: dict[str, Any]) -> str:
     """The limiter key of ``rate_limit`` for one step: its string, or its function of the step's
     arguments; ``WorkflowValueError("INVALID_RATE_LIMIT")`` if that is not a usable key."""
-    if not isinstance(rate_limit, RateLimit):
-        raise TypeError(f"ctx.step.run({step!r}, ..., rate_limit=...) needs a durableflow.RateLimit")
     key = rate_limit.key
     if callable(key):
         try:
