@@ -36,6 +36,10 @@ def test_a_shared_limit_holds_across_two_workers(workers, live_db):
         timeout=60,
         what="a step to wait for its rate limit",
     )
+    # ... so the same two workers run another workflow meanwhile, before the limited runs are done.
+    ping = durableflow.start("t.ping", queue=queue)
+    wait_status(ping.id, timeout=30)
+    assert Execution.objects.filter(pk__in=ids).exclude(status="completed").exists()
     done = [wait_status(run.id, timeout=120) for run in runs]
 
     # Every step ran once (one marker per body), and the runs returned what their bodies did.
