@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import documents, effects, sagas, transactions
+from bench import documents, effects, ratelimits, sagas, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -93,6 +93,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["effects"] = effects.summarize(raw["effects"])
     if "sagas" in raw:
         out["sagas"] = sagas.summarize(raw["sagas"])
+    if "ratelimits" in raw:
+        out["ratelimits"] = ratelimits.summarize(raw["ratelimits"])
     if "documents" in raw:
         out["documents"] = documents.summarize(raw["documents"])
     if "stores" in raw:
@@ -408,6 +410,8 @@ def table(summary: dict[str, Any]) -> str:
         for label, value, unit in effects.rows(summary["effects"]):
             row(label, value, unit)
     for label, value, unit in sagas.rows(summary["sagas"]) if "sagas" in summary else []:
+        row(label, value, unit)
+    for label, value, unit in ratelimits.rows(summary["ratelimits"]) if "ratelimits" in summary else []:
         row(label, value, unit)
     if "documents" in summary:
         for label, value, unit in documents.rows(summary["documents"]):

@@ -14,7 +14,7 @@ source), and this tree names the class that carries each::
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
-    │                             INVALID_DELAY (ctx.step.sleep)
+    │                             INVALID_DELAY (ctx.step.sleep), INVALID_RATE_LIMIT (ctx.step.run's key)
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
@@ -94,6 +94,8 @@ CODES: dict[str, str] = {
     "NESTED_STEP": "a step was called inside another step's body",
     "STEP_SCHEMA_INVALID": "a step value failed its schema",
     "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
+    "INVALID_RATE_LIMIT": "a rate limit's key (or what its key function returned) is not a non-empty string of "
+    "at most 200 characters, or the key function raised",
     # stores
     "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
     "INVALID_STORE_STATE": "a store's new (or initial) state is not a durable value",

@@ -30,6 +30,10 @@ delivers its compensations; the report is on the execution:
     report = tester.get(execution.id).compensations   # last-completed first
     assert [(c["step"], c["status"]) for c in report] == [("charge", "completed"), ("reserve", "completed")]
 
+Rate limits (``ctx.step.run(..., rate_limit=RateLimit(key, limit, window))``) hold in memory as on
+the workers: a step over its limit waits, and ``run_until_finished`` moves the clock to the moment a
+unit frees; ``tester.storage.admissions(key)`` lists a key's admissions and waiting requests.
+
 Transactional steps (``ctx.step.transaction``) keep their all-or-nothing in memory: when the
 body raises, or the step's record cannot be written (another delivery took the lease or
 recorded the step first), the step's transaction rolls back. The project's models are not in

@@ -171,6 +171,14 @@ class Journal:
         if not self.storage.update_execution(self.execution_id, {"compensable": True}, token=self.token):
             self._rejected("compensable mark")
 
+    def admit(self, key: str, limit: int, window: float, units: int, step: str) -> tuple[bool, datetime]:
+        """Ask the shared limiter of ``key`` for ``units`` for ``step`` (``durableflow.engine.ratelimits``):
+        ``(True, admitted_at)`` or ``(False, when a unit frees)``. Fenced by the lease (``LeaseLost``)."""
+        answer = self.storage.admit(key, limit, window, units, self.execution_id, step, self.token)
+        if answer is None:
+            self._rejected(f"rate-limit admission of step {step!r}")
+        return answer
+
     def write_steps(self, records: list[StepRecordData]) -> None:
         """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""
         if self.storage.insert_steps(self.execution_id, self.token, records):

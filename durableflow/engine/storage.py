@@ -45,7 +45,8 @@ Executions
                                          ``limit``
     ``delete_finished(ids)``             lock those of ``ids`` still prunable (as above, whenever they ended), then
                                          delete them with their journal, waiters, signals, effect and store
-                                         watches: how many were deleted
+                                         watches (their rate-limit admissions stay, unlinked, until
+                                         ``drop_spent_admissions``): how many were deleted
 
 A delivery (leases and the journal)
     ``claim(id, token, lease_seconds, *, holder=None, take_over=None)``
@@ -146,6 +147,18 @@ Effects (``durableflow.engine.effects``)
     ``add_effect_watch(effect_id, execution_id, step_key)``
                                          once per (effect, execution, step); a repeat changes nothing
     ``pop_effect_watches(effect_id)``    delete the effect's watches; the ids of the executions that had them
+
+Rate limits (``durableflow.engine.ratelimits``)
+    ``admit(key, limit, window, units, execution_id, step_key, token)``
+                                         one transaction that serialises the requests of ``key``: while ``token``
+                                         holds the execution's lease, the step's admission if it has one (``(True,
+                                         admitted_at)``); else, if ``units`` fit after the key's admissions of the
+                                         last ``window`` seconds and its older requests still waiting
+                                         (``ratelimits.admission_time``, the storage's clock), the admission,
+                                         recorded: ``(True, now)``; else the request, kept in its place, and
+                                         ``(False, when it would fit)``. None if the lease is not held
+    ``drop_spent_admissions(limit)``     delete admissions out of their window and requests never admitted,
+                                         of executions finished or gone; a count
 
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
@@ -352,6 +365,12 @@ class Storage(Protocol):
     def hold_effect(self, effect_id: str, execution_id: str, token: str) -> int: ...
     def add_effect_watch(self, effect_id: str, execution_id: str, step_key: str) -> None: ...
     def pop_effect_watches(self, effect_id: str) -> list[str]: ...
+
+    # Rate limits
+    def admit(
+        self, key: str, limit: int, window: float, units: int, execution_id: str, step_key: str, token: str
+    ) -> tuple[bool, datetime] | None: ...
+    def drop_spent_admissions(self, limit: int) -> int: ...
 
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...

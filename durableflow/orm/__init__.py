@@ -9,6 +9,7 @@ from __future__ import annotations
 from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.effects import OrmEffects
 from durableflow.orm.items import OrmItems
+from durableflow.orm.ratelimits import OrmRateLimits
 from durableflow.orm.sagas import OrmSagas
 from durableflow.orm.slots import OrmSlots
 from durableflow.orm.stores import OrmStores
@@ -18,5 +19,7 @@ from durableflow.orm.waits import OrmWaits
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore):
+class OrmStorage(
+    OrmRateLimits, OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore
+):
     """The storage protocol on the models, on the alias the project's routers choose."""

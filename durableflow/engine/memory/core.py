@@ -102,6 +102,8 @@ class MemoryTables:
     stores: dict[tuple[str, str], Any] = field(default_factory=dict)
     store_ledger: dict[tuple[str, str], Any] = field(default_factory=dict)
     store_waiters: dict[tuple[str, str], Any] = field(default_factory=dict)
+    # Rate-limit admissions and waiting requests by id (durableflow.engine.memory.ratelimits).
+    admissions: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -280,6 +282,9 @@ class MemoryCore:
                 for watch in [watch for watch in watches if watch[0] in gone]:
                     del watches[watch]
             tables.store_waiters = {k: w for k, w in tables.store_waiters.items() if k[0] not in gone}
+            for admission in tables.admissions.values():  # kept, counted until its window ends
+                if admission.execution_id in gone:
+                    admission.execution_id = None
             return len(gone)
 
     def _set(self, execution: MemoryExecution, values: dict[str, Any]) -> None:

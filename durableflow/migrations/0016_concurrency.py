@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('durableflow', '0014_lost_deliveries'),
+        ('durableflow', '0015_rate_limits'),
     ]
 
     operations = [
