@@ -148,7 +148,8 @@ def test_start_returns_while_the_broker_is_down_and_the_sweep_delivers_later(clu
     if not settings.CELERY_BROKER_URL.startswith(("redis://", "amqp://")):
         pytest.skip("needs a network broker that can be down")
     # Nothing listens on port 1: the same broker, down.
-    down = "redis://127.0.0.1:1/0" if settings.CELERY_BROKER_URL.startswith("redis://") else "amqp://guest:guest@127.0.0.1:1//"
+    redis = settings.CELERY_BROKER_URL.startswith("redis://")
+    down = "redis://127.0.0.1:1/0" if redis else "amqp://guest:guest@127.0.0.1:1//"
     execution_id = uid("offline")
     script = (
         "import django; django.setup(); import durableflow; "
