@@ -113,8 +113,9 @@ def _replay(
             exceptions.NonDeterminismError(
                 "NON_DETERMINISM",
                 f"Execution {claim.execution_id} started with version {claim.version!r} of workflow "
-                f"{claim.workflow!r}, but this worker has version {definition.version!r}. Run the old "
-                "version until it drains, or use ctx.patched() to change a running workflow safely.",
+                f"{claim.workflow!r}, but this worker has version {definition.version!r}. Deploy version "
+                f"{claim.version!r} again to finish it, or cancel it; to change a running workflow in place, "
+                "keep its version and put the change behind `if ctx.patched(...)`.",
             ),
         )
     ctx = Context(claim, journal, settings, engine)
