@@ -15,7 +15,7 @@ source), and this tree names the class that carries each::
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
     │                             INVALID_DELAY (ctx.step.sleep)
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_VERSION, UNKNOWN_TASK (a
-    │                             document's, on a worker)
+    │                             document's, on a worker), NEW_STEP (a replay check's only)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
     ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
@@ -104,6 +104,8 @@ CODES: dict[str, str] = {
     # replay
     "NON_DETERMINISM": "the journal does not match the workflow code (another step kind, or a deprecated patch's "
     "old branch)",
+    "NEW_STEP": "replay check: the code reaches a step its journal lacks before steps the journal recorded (a "
+    "change not behind ctx.patched(), or step keys that moved)",
     "UNKNOWN_VERSION": "on a worker: the version an execution started with is not registered (the run stalls until "
     "it is)",
     # steps and waits

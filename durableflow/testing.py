@@ -48,12 +48,13 @@ called if the transactional step whose body is running rolls back.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from durableflow import dispatch, exceptions
 from durableflow.documents.source import MemoryDocuments
 from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution, MemoryTable
+from durableflow.engine import replays
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL, ExecutionStatus
@@ -70,7 +71,7 @@ from durableflow.engine.verbs import Engine
 from durableflow.registry import Registry
 from durableflow.registry import registry as default_registry
 
-__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction"]
+__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction", "replay"]
 
 
 class WorkflowTester:
@@ -218,5 +219,45 @@ class WorkflowTester:
     def records(self, execution_id: str) -> list[StepRecordData]:
         return self.storage.steps(execution_id)
 
+    def export(self, execution_id: str) -> dict[str, Any]:
+        """The execution and its journal as ``manage.py durableflow export`` writes them."""
+        return self.engine.export(execution_id)
+
+    def replay(self, execution_id: str, workflow=None) -> replays.Verdict:
+        """``replay()`` of one of the tester's executions (against ``workflow``, else its registered version)."""
+        return replay(self.export(execution_id), workflow, registry=self.engine.registry)
+
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}
+
+
+def replay(execution: str | dict[str, Any], workflow=None, *, registry: Registry = default_registry) -> replays.Verdict:
+    """Replay a recorded journal against the code installed now, writing nothing; raise
+    ``NonDeterminismError`` naming the step where it diverges, else return what was replayed.
+
+    ``execution``: what ``manage.py durableflow export <id>`` writes (its JSON text, or the parsed
+    dict), or an execution id to read from the project's database. ``workflow``: a function
+    (decorated or not) to replay against instead of the version the execution started with:
+    the code you are about to deploy.
+
+        from durableflow.testing import replay
+
+        def test_last_weeks_orders_replay_on_the_new_code():
+            replay(Path("tests/journals/order-7.json").read_text())
+    """
+    import json
+
+    if isinstance(execution, str) and execution.lstrip().startswith("{"):
+        execution = json.loads(execution)
+    if isinstance(execution, str):
+        from durableflow import operations  # the database: Django is needed only here
+
+        execution = operations.export(execution)
+    try:
+        claim, status = replays.from_export(execution, datetime.now(timezone.utc))
+    except ValueError as exc:
+        raise TypeError(f"replay() takes an exported execution or an execution id: {exc}") from None
+    verdict = replays.replay(claim, registry, status=status, code=workflow)
+    if not verdict.ok:
+        raise verdict.error()
+    return verdict

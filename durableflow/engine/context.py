@@ -27,6 +27,7 @@ from durableflow.engine.records import (
     CompensateRequested,
     ContinueAsNew,
     LeaseLost,
+    ReplayEnd,
     StepConflict,
     StepRecordData,
     Suspend,
@@ -55,7 +56,15 @@ def parse_iso(text: str) -> datetime:
 class Context:
     """What a workflow function receives as ``ctx``."""
 
-    def __init__(self, claim: Claim, journal: Journal, settings: EngineSettings, engine: Engine | None = None):
+    def __init__(
+        self,
+        claim: Claim,
+        journal: Journal,
+        settings: EngineSettings,
+        engine: Engine | None = None,
+        *,
+        replay_only: bool = False,
+    ):
         self.execution_id = claim.execution_id
         self.workflow = claim.workflow
         self.params = claim.params
@@ -87,6 +96,9 @@ class Context:
         # Control flow the workflow code must not swallow: the first interrupt raised is
         # latched here and wins over whatever the code does with the exception.
         self._interrupt: BaseException | None = None
+        # A replay check (``durableflow.engine.replays``): stop at the first step without a finished
+        # record, before anything runs live.
+        self._replay_only = replay_only
 
     @property
     def interrupt(self) -> BaseException | None:
@@ -224,6 +236,8 @@ class Context:
             # The step boundary a cancelled run stops at: replayed steps before it have
             # registered their compensations again.
             raise self._latch(CancelRequested(self._cancel.get("message", "cancelled")))
+        if self._replay_only and (record is None or record.status not in _FINISHED):
+            raise self._latch(ReplayEnd(key, record is not None))
         return record
 
     def _go_live(self) -> None:

@@ -35,7 +35,7 @@ from durableflow.registry import Registry
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST", "FAULT"]
+__all__ = ["run", "continuation_id", "missing_code", "SKIPPED", "LEASE_LOST", "FAULT"]
 
 logger = logging.getLogger("durableflow.delivery")
 
@@ -97,7 +97,7 @@ def _replay(
         return _lost(claim)
     definition = registry.get(claim.workflow, claim.version)
     if definition is None:
-        return _stall(claim, journal, _missing(claim, registry))
+        return _stall(claim, journal, missing_code(claim, registry))
     ctx = Context(claim, journal, settings, engine)
     try:
         result, error = definition.fn(ctx, claim.params), None
@@ -137,7 +137,7 @@ def _replay(
     return Failed(encoded)
 
 
-def _missing(claim: Claim, registry: Registry) -> exceptions.NonDeterminismError:
+def missing_code(claim: Claim, registry: Registry) -> exceptions.NonDeterminismError:
     """Why a worker cannot run ``claim``'s code: the workflow, or the version it started with, is not here."""
     current = registry.get(claim.workflow)
     if current is None:

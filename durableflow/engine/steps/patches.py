@@ -27,14 +27,14 @@ from durableflow.engine.items import ITEM
 if TYPE_CHECKING:
     from durableflow.engine.context import Context
 
-__all__ = ["KIND", "PREFIX", "patch_key", "patched", "deprecate_patch"]
+__all__ = ["KIND", "PREFIX", "patch_key", "patched", "deprecate_patch", "unreached"]
 
 KIND = "patch"
 PREFIX = "$patch:"
 # Records no workflow code reaches by their own key: a step's items (written with the step), the
 # compensations (written by the unwinding) and other patches' markers (a removed deprecate_patch
 # leaves its marker behind, which is no work the old code did).
-_NOT_REACHED = frozenset({ITEM, sagas.KIND, KIND})
+NOT_REACHED = frozenset({ITEM, sagas.KIND, KIND})
 
 
 def patch_key(patch_id: object) -> str:
@@ -59,7 +59,7 @@ def patched(ctx: Context, patch_id: str) -> bool:
     known = ctx._patches.get(key)
     if known is not None:  # asked again in the same run: the same answer
         return known
-    if key not in ctx._records and _recorded_past(ctx):
+    if key not in ctx._records and unreached(ctx):
         ctx._patches[key] = False
         return False
     _mark(ctx, key, patch_id)
@@ -72,7 +72,7 @@ def deprecate_patch(ctx: Context, patch_id: str) -> None:
     ctx._guard(key)
     if key in ctx._patches:
         return
-    if key not in ctx._records and _recorded_past(ctx):
+    if key not in ctx._records and unreached(ctx):
         raise ctx._latch(
             exceptions.NonDeterminismError(
                 "NON_DETERMINISM",
@@ -96,7 +96,7 @@ def _mark(ctx: Context, key: str, patch_id: str) -> None:
     ctx._patches[key] = True
 
 
-def _recorded_past(ctx: Context) -> bool:
-    """Whether the journal holds work this replay has not reached: what the old code did after here."""
+def unreached(ctx: Context) -> list[str]:
+    """The journal's work this replay has not reached (in journal order): what the old code did after here."""
     seen = ctx._seen
-    return any(key not in seen and record.kind not in _NOT_REACHED for key, record in ctx._records.items())
+    return [key for key, record in ctx._records.items() if key not in seen and record.kind not in NOT_REACHED]
