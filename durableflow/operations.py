@@ -290,7 +290,7 @@ def replay_check(
         raise ValueError(f"last must be a positive number of executions, not {last!r}")
     rows = Execution.objects.using(db_alias()).order_by("-created_at", "-id")
     if not finished:
-        rows = rows.exclude(status__in=TERMINAL)
+        rows = rows.unfinished()
     if workflow is not None:
         rows = rows.filter(workflow=workflow)
     if since is not None:
