@@ -17,7 +17,7 @@ again, and the runs go on).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from durableflow import exceptions, values
 from durableflow.engine import sagas
@@ -59,7 +59,7 @@ def patched(ctx: Context, patch_id: str) -> bool:
     known = ctx._patches.get(key)
     if known is not None:  # asked again in the same run: the same answer
         return known
-    if key not in ctx._records and unreached(ctx):
+    if key not in ctx._records and _recorded_past(ctx):
         ctx._patches[key] = False
         return False
     _mark(ctx, key, patch_id)
@@ -72,7 +72,7 @@ def deprecate_patch(ctx: Context, patch_id: str) -> None:
     ctx._guard(key)
     if key in ctx._patches:
         return
-    if key not in ctx._records and unreached(ctx):
+    if key not in ctx._records and _recorded_past(ctx):
         raise ctx._latch(
             exceptions.NonDeterminismError(
                 "NON_DETERMINISM",
@@ -98,5 +98,13 @@ def _mark(ctx: Context, key: str, patch_id: str) -> None:
 
 def unreached(ctx: Context) -> list[str]:
     """The journal's work this replay has not reached (in journal order): what the old code did after here."""
+    return list(_unreached(ctx))
+
+
+def _recorded_past(ctx: Context) -> bool:
+    return next(_unreached(ctx), None) is not None
+
+
+def _unreached(ctx: Context) -> Iterator[str]:
     seen = ctx._seen
-    return [key for key, record in ctx._records.items() if key not in seen and record.kind not in NOT_REACHED]
+    return (key for key, record in ctx._records.items() if key not in seen and record.kind not in NOT_REACHED)
