@@ -51,7 +51,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from durableflow import dispatch, exceptions
+from durableflow import dispatch, exceptions, values
 from durableflow.documents.source import MemoryDocuments
 from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution, MemoryTable
 from durableflow.engine import replays
@@ -83,8 +83,14 @@ class WorkflowTester:
         *,
         clock: Callable[[], datetime] | None = None,
         settings: EngineSettings | None = None,
+        now: datetime | None = None,
     ):
-        self.clock = clock or ManualClock()
+        """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known."""
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise ValueError(f"now must be a timezone-aware datetime, not {now!r}")
+        if now is not None and clock is not None:
+            raise ValueError("give the tester a clock or where its clock starts (now=), not both")
+        self.clock = clock or ManualClock(now)
         self.storage = InMemoryStorage(self.clock)
         self.engine = Engine(self.storage, registry, settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
@@ -175,7 +181,8 @@ class WorkflowTester:
             if not ready and not items:
                 return count
             for execution_id in ready:
-                self.deliver(execution_id)
+                if self.deliver(execution_id) == "stalled":
+                    raise self._stall(execution_id)
                 count += 1
         raise RuntimeError(f"still runnable after {max_deliveries} deliveries: does a workflow loop?")
 
@@ -206,7 +213,21 @@ class WorkflowTester:
             self.advance(max(0.0, (min(due) - self.clock()).total_seconds()))
         raise RuntimeError(f"execution {execution_id} did not finish in {max_deliveries} deliveries")
 
+    def _stall(self, execution_id: str) -> exceptions.NonDeterminismError:
+        """A run the workers would stall (its code does not match its journal), raised into the test."""
+        error = values.decode_error(self.get(execution_id).error or {})
+        if isinstance(error, exceptions.NonDeterminismError):
+            return error
+        return exceptions.NonDeterminismError(getattr(error, "code", None), str(error), execution_id=execution_id)
+
     # Reading --------------------------------------------------------------------------
+
+    def waiting_for(self, execution_id: str) -> dict[str, Any] | None:
+        """What a paused run waits for (``{"kind": "signal", "name": ...}``, a timer, an event...);
+        None once it is not waiting. Satisfy it (``signal``, ``send_event``, ``complete_token``,
+        ``advance``) and ``run()`` again."""
+        execution = self.engine.final(self.get(execution_id))
+        return execution.waiting_for if execution.status == ExecutionStatus.WAITING else None
 
     def result(self, execution_id: str) -> Any:
         """The result of a completed execution; ``ExecutionFailed`` if it ended otherwise."""

@@ -87,3 +87,51 @@ def test_the_tester_moves_its_clock_to_a_deadline_and_cancels_the_run_there():
         tester.run_until_finished(late.id)
     assert (caught.value.status, caught.value.error["code"]) == ("cancelled", "DEADLINE_EXCEEDED")
     assert tester.run_until_finished(in_time.id) == "woke"
+
+
+# Pausing, resuming, and code that no longer matches its journal -------------------------------
+
+
+@durableflow.workflow("testing.approval")
+def approval(ctx, params):
+    started = ctx.now()
+    note = ctx.step.wait_for_signal("approve", "approve")
+    return {"note": note, "started": started.isoformat()}
+
+
+def test_a_paused_run_says_what_it_waits_for_and_resumes_when_given_it():
+    from datetime import datetime, timezone
+
+    tester = WorkflowTester(now=datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc))
+    execution = tester.start("testing.approval")
+    tester.run()
+    assert tester.waiting_for(execution.id) == {"kind": "signal", "name": "approve", "step": "approve", "until": None}
+
+    tester.signal(execution.id, "approve", "ok")
+    assert tester.run_until_finished(execution.id) == {"note": "ok", "started": "2026-12-01T09:00:00+00:00"}
+    assert tester.waiting_for(execution.id) is None
+
+
+def test_the_tester_clock_starts_where_it_is_told_and_nowhere_naive():
+    from datetime import datetime
+
+    with pytest.raises(ValueError, match="timezone-aware"):
+        WorkflowTester(now=datetime(2026, 12, 1))
+    with pytest.raises(ValueError, match="not both"):
+        WorkflowTester(now=datetime.now().astimezone(), clock=datetime.now)
+
+
+def test_a_run_the_workers_would_stall_raises_non_determinism_into_the_test():
+    from durableflow.registry import WorkflowDefinition, registry
+
+    def changed(ctx, params):
+        ctx.step.run("approve", lambda: "no wait any more")  # the journal holds a signal wait here
+
+    tester = WorkflowTester()
+    execution = tester.start("testing.approval")
+    tester.run()
+    tester.signal(execution.id, "approve", "ok")
+    with registry.override(WorkflowDefinition("testing.approval", changed)):
+        with pytest.raises(durableflow.NonDeterminismError, match="recorded step 'approve' as a 'signal' step") as caught:
+            tester.run()
+    assert (caught.value.code, caught.value.detail["step"]) == ("NON_DETERMINISM", "approve")
