@@ -8,12 +8,13 @@ source), and this tree names the class that carries each::
     DurableflowError              DURABLEFLOW_ERROR
     ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT,
     │                             UNKNOWN_STEP, FORK_VERSION_MISMATCH (fork)
+    ├── ScheduleError             INVALID_SCHEDULE, UNKNOWN_WORKFLOW, INVALID_PARAMS (schedule, unschedule)
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
-    │                             INVALID_DELAY (ctx.step.sleep)
+    │                             INVALID_DELAY (ctx.step.sleep), INVALID_RATE_LIMIT (ctx.step.run's key)
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_VERSION, UNKNOWN_TASK (a
     │                             document's, on a worker), NEW_STEP (a replay check's only)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
@@ -57,6 +58,7 @@ from typing import Any
 __all__ = [
     "DurableflowError",
     "WorkflowStartError",
+    "ScheduleError",
     "WorkflowValueError",
     "NonDeterminismError",
     "RetryableError",
@@ -82,6 +84,9 @@ CODES: dict[str, str] = {
     "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
     "UNKNOWN_STEP": "fork: the step key is not in the execution's journal (or is reserved, or a map item)",
     "FORK_VERSION_MISMATCH": "fork: the version the execution ran with is not registered",
+    # schedules
+    "INVALID_SCHEDULE": "a schedule's name, crontab, every or catch_up is not acceptable (or the name is another "
+    "periodic task's); nothing was written",
     # values and keys
     "INVALID_STEP_VALUE": "a step value is not a durable value (JSON data)",
     "INVALID_RESULT": "the workflow returned a value that is not a durable value",
@@ -90,6 +95,8 @@ CODES: dict[str, str] = {
     "NESTED_STEP": "a step was called inside another step's body",
     "STEP_SCHEMA_INVALID": "a step value failed its schema",
     "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
+    "INVALID_RATE_LIMIT": "a rate limit's key (or what its key function returned) is not a non-empty string of "
+    "at most 200 characters, or the key function raised",
     # stores
     "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
     "INVALID_STORE_STATE": "a store's new (or initial) state is not a durable value",
@@ -207,6 +214,12 @@ class WorkflowStartError(DurableflowError):
     """The execution could not be started; nothing was written."""
 
     default_code = "START_FAILED"
+
+
+class ScheduleError(DurableflowError):
+    """The schedule could not be saved; nothing was written."""
+
+    default_code = "INVALID_SCHEDULE"
 
 
 class WorkflowValueError(DurableflowError):

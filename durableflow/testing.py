@@ -30,6 +30,10 @@ delivers its compensations; the report is on the execution:
     report = tester.get(execution.id).compensations   # last-completed first
     assert [(c["step"], c["status"]) for c in report] == [("charge", "completed"), ("reserve", "completed")]
 
+Rate limits (``ctx.step.run(..., rate_limit=RateLimit(key, limit, window))``) hold in memory as on
+the workers: a step over its limit waits, and ``run_until_finished`` moves the clock to the moment a
+unit frees; ``tester.storage.admissions(key)`` lists a key's admissions and waiting requests.
+
 Transactional steps (``ctx.step.transaction``) keep their all-or-nothing in memory: when the
 body raises, or the step's record cannot be written (another delivery took the lease or
 recorded the step first), the step's transaction rolls back. The project's models are not in
@@ -94,6 +98,7 @@ class WorkflowTester:
         self.storage = InMemoryStorage(self.clock)
         self.engine = Engine(self.storage, registry, settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
+        self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
 
     # The verbs ------------------------------------------------------------------------
 
@@ -134,6 +139,29 @@ class WorkflowTester:
 
     def sweep(self) -> dict[str, int]:
         return self.engine.sweep()
+
+    def tick(
+        self,
+        name: str,
+        workflow: Any,
+        params: Any = None,
+        *,
+        crontab: str | None = None,
+        every: float | None = None,
+        catch_up: str = "one",
+    ) -> list[MemoryExecution]:
+        """What a tick of schedule ``name`` (as ``durableflow.schedule`` takes it) starts at the
+        tester's clock: the executions, oldest tick first (those started before included). The
+        schedule counts from the tick current at this tester's first tick of ``name``, which starts
+        that tick's execution; ``advance()`` past a few ticks, then tick once, to see what
+        ``catch_up`` starts after downtime."""
+        from durableflow import schedules
+
+        ticks = schedules.ticks_for(crontab=crontab, every=every)
+        if name not in self._schedules:
+            self._schedules[name] = ticks.latest(self.storage.now()) or self.storage.now()
+        floor = self._schedules[name]
+        return self.engine.tick(name, workflow, params, ticks, catch_up=catch_up, floor=floor)
 
     def save_document(self, name: str, document: Any) -> int:
         """Keep a workflow document in memory as the next revision of ``name``; its number.

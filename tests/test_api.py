@@ -22,7 +22,8 @@ from tests.helpers import uid
 EXECUTION_FIELDS = {
     "id", "workflow", "version", "status", "waiting_for", "wake_at", "parent", "root_id", "created_at",
     "started_at", "finished_at", "params", "result", "error", "metadata", "idempotency_key", "queue",
-    "deliveries", "deadline_at", "cancel_requested", "compensations", "origin_id", "origin_kind", "origin_step",
+    "deliveries", "deadline_at", "concurrency_key", "cancel_requested", "compensations", "origin_id", "origin_kind",
+    "origin_step",
 }  # fmt: skip
 
 

@@ -135,3 +135,37 @@ def test_a_run_the_workers_would_stall_raises_non_determinism_into_the_test():
         with pytest.raises(durableflow.NonDeterminismError, match="recorded step 'approve' as a 'signal' step") as caught:
             tester.run()
     assert (caught.value.code, caught.value.detail["step"]) == ("NON_DETERMINISM", "approve")
+
+
+@durableflow.workflow("testing.one-per-customer", concurrency=durableflow.Concurrency(key="params.customer"))
+def one_per_customer(ctx, params):
+    ctx.step.sleep("nap", 60)
+    return ctx.step.run("done", lambda: params["n"])
+
+
+def test_the_tester_holds_a_concurrency_key_and_admits_the_queue_in_start_order():
+    tester = WorkflowTester()
+    runs = [tester.start("testing.one-per-customer", {"customer": "A", "n": n}) for n in range(3)]
+    assert tester.get(runs[2].id).waiting_for == {"kind": "concurrency", "key": "A", "position": 2}
+    assert tester.runnable() == [runs[0].id]
+
+    assert tester.run_until_finished(runs[2].id) == 2
+    finished = sorted(runs, key=lambda run: tester.get(run.id).finished_at)
+    assert [run.id for run in finished] == [run.id for run in runs]
+@durableflow.workflow("testing.rate-limited")
+def rate_limited(ctx, params):
+    return ctx.step.run("call", lambda n: n, params["n"], rate_limit=durableflow.RateLimit("testing-api", 2, 10.0))
+
+
+def test_the_tester_holds_rate_limits_and_moves_its_clock_until_a_unit_frees():
+    tester = WorkflowTester()
+    runs = [tester.start("testing.rate-limited", {"n": n}) for n in range(3)]
+
+    tester.run()
+
+    assert [tester.get(run.id).status for run in runs] == ["completed", "completed", "waiting"]
+    waiting = tester.get(runs[2].id)
+    assert (waiting.waiting_for["kind"], waiting.waiting_for["key"]) == ("rate_limit", "testing-api")
+    assert tester.run_until_finished(runs[2].id) == 2
+    admitted = [a.admitted_at for a in tester.storage.admissions("testing-api")]
+    assert (admitted[2] - admitted[0]).total_seconds() == 10.0

@@ -257,6 +257,7 @@ class ExecutionAdmin(RecordAdmin):
                     ("root_link", obj.root_id != obj.pk),
                     ("origin_link", obj.origin_id),
                     ("deadline", obj.deadline_at),
+                    ("concurrency", obj.concurrency_key is not None),
                     ("cancel_requested_text", obj.cancel_requested and not obj.is_finished),
                 )
                 if shown
@@ -267,7 +268,7 @@ class ExecutionAdmin(RecordAdmin):
                 "error_html": obj.error,
                 "metadata_json": obj.metadata,
                 # A claimed run keeps its last wait's record; it is stale once it runs again.
-                "waiting_for_json": obj.waiting_for and obj.status == S.WAITING,
+                "waiting_for_json": obj.waiting_for and (obj.status == S.WAITING or obj.concurrency_ticket is not None),
             }
             data = [name for name in data if present[name]]
         else:
@@ -354,6 +355,19 @@ class ExecutionAdmin(RecordAdmin):
         if execution.is_finished:
             return display.when(execution.deadline_at)
         return format_html("{}: cancelled then if still unfinished", display.when(execution.deadline_at))
+
+    @admin.display(description="concurrency key")
+    def concurrency(self, execution):
+        """The run's concurrency key, and whether it holds one of the key's slots or waits for one."""
+        if execution.concurrency_key is None:
+            return "—"
+        key = format_html("<code>{}</code>", execution.concurrency_key)
+        if execution.concurrency_ticket is not None:
+            position = (execution.waiting_for or {}).get("position")
+            return format_html("{}: waiting for a slot (queued at position {})", key, position)
+        if execution.is_finished:
+            return key
+        return format_html("{}: holds a slot", key)
 
     @admin.display(description="cancelling")
     def cancel_requested_text(self, execution):

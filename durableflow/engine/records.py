@@ -9,6 +9,7 @@ from typing import Any, Callable, Union
 from durableflow.engine.states import TERMINAL, ExecutionStatus
 
 __all__ = [
+    "ENDED",
     "StepRecordData",
     "Claim",
     "Completed",
@@ -139,6 +140,7 @@ class Unwound:
 
 
 Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued, Continued, Unwound]
+ENDED = (Completed, Failed, Continued, Unwound)  # the outcomes that end the execution
 
 
 class LeaseLost(BaseException):

@@ -13,6 +13,8 @@ from tests.testapp import (
     document_tasks,  # noqa: F401 - registers the tasks workflow documents run
     effects,  # noqa: F401 - registers the workflows with effects
     faults,  # noqa: F401 - the workflows that meet database failures (and their injection)
+    limits,  # noqa: F401 - concurrency keys on real workers
+    ratelimits,  # noqa: F401 - rate-limited steps
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)
     txsteps,  # noqa: F401 - registers the transactional step workflows
@@ -122,6 +124,7 @@ def timer(ctx, params):
 
 from tests.testapp import (
     faults,  # noqa: F401 - the workflows that meet database failures (and their injection)
+    ratelimits,  # noqa: F401 - rate-limited steps
     api_workflows,  # noqa: E402, F401 - registers the REST API tests' workflows
     timeout_workflows,  # noqa: E402,F401 (registers the workflows)
 )
