@@ -88,8 +88,19 @@ class WorkflowTester:
         clock: Callable[[], datetime] | None = None,
         settings: EngineSettings | None = None,
         now: datetime | None = None,
+        events: dict[str, Any] | None = None,
+        signals: dict[str, Any] | None = None,
+        tokens: dict[str, Any] | None = None,
     ):
-        """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known."""
+        """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known.
+
+        ``events={"order.approved": payload}``, ``signals={"name": payload}``,
+        ``tokens={"token or step key": payload}``: each wait for one of them is satisfied when a run
+        reaches it, through the same verbs (``send_event``, ``signal``, ``complete_token``), once per wait.
+        """
+        for name, given in (("events", events), ("signals", signals), ("tokens", tokens)):
+            if given is not None and (not isinstance(given, dict) or not all(isinstance(k, str) for k in given)):
+                raise TypeError(f"{name}= is a dict of payloads by name, not {given!r}")
         if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
             raise ValueError(f"now must be a timezone-aware datetime, not {now!r}")
         if now is not None and clock is not None:
@@ -99,6 +110,8 @@ class WorkflowTester:
         self.engine = Engine(self.storage, registry, settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
         self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
+        self._fixtures = {"event": events or {}, "signal": signals or {}, "token": tokens or {}}
+        self._injected: set[tuple[str, str]] = set()  # (execution, step) of the waits satisfied so
 
     # The verbs ------------------------------------------------------------------------
 
@@ -206,7 +219,7 @@ class WorkflowTester:
             for execution_id, key in items:
                 self.engine.run_item(execution_id, key)
             ready = self.runnable()
-            if not ready and not items:
+            if not ready and not items and not self._inject():
                 return count
             for execution_id in ready:
                 if self.deliver(execution_id) == "stalled":
@@ -228,7 +241,8 @@ class WorkflowTester:
             execution = self.engine.final(self.get(execution_id))  # continued as new: the last one
             if execution.status in TERMINAL:
                 return self.result(execution_id)
-            if self.runnable() or any(task == dispatch.RUN_ITEM for task, _, _ in self.storage.outbox):
+            sent = any(task == dispatch.RUN_ITEM for task, _, _ in self.storage.outbox)
+            if self.runnable() or sent or self._inject():
                 self.run(max_deliveries=max_deliveries)
                 continue
             executions = self.storage.tables.executions.values()
@@ -240,6 +254,30 @@ class WorkflowTester:
                 )
             self.advance(max(0.0, (min(due) - self.clock()).total_seconds()))
         raise RuntimeError(f"execution {execution_id} did not finish in {max_deliveries} deliveries")
+
+    def _inject(self) -> int:
+        """Satisfy the waits reached that the ``events=``, ``signals=`` and ``tokens=`` fixtures name."""
+        injected = 0
+        for execution in list(self.storage.tables.executions.values()):
+            waiting = execution.waiting_for or {}
+            kind, step = waiting.get("kind"), waiting.get("step")
+            if execution.status != ExecutionStatus.WAITING or kind not in self._fixtures:
+                continue
+            fixtures = self._fixtures[kind]
+            name = waiting.get({"event": "event_type", "signal": "name", "token": "token"}[kind])
+            found = name if name in fixtures else step if kind == "token" and step in fixtures else None
+            if found is None or (execution.id, step) in self._injected:
+                continue
+            self._injected.add((execution.id, step))
+            payload = fixtures[found]
+            if kind == "event":
+                self.send_event(name, payload)
+            elif kind == "signal":
+                self.signal(execution.id, name, payload)
+            else:
+                self.complete_token(name, payload)
+            injected += 1
+        return injected
 
     def _stall(self, execution_id: str) -> exceptions.NonDeterminismError:
         """A run the workers would stall (its code does not match its journal), raised into the test."""

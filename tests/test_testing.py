@@ -169,3 +169,41 @@ def test_the_tester_holds_rate_limits_and_moves_its_clock_until_a_unit_frees():
     assert tester.run_until_finished(runs[2].id) == 2
     admitted = [a.admitted_at for a in tester.storage.admissions("testing-api")]
     assert (admitted[2] - admitted[0]).total_seconds() == 10.0
+
+
+def test_the_demo_order_is_approved_by_an_event_fixture_without_a_database():
+    import time
+
+    began = time.perf_counter()
+    tester = WorkflowTester(events={"order.reviewed": {"order_id": 7, "approved": True}})
+    order = tester.start("orders.approval", {"order_id": 7, "items": ["book"]})
+    assert tester.run_until_finished(order.id) == {"reservation": "R-7", "tracking": "TRACK-7"}
+    assert time.perf_counter() - began < 1.0
+
+
+def test_a_missing_event_pauses_the_run_and_its_injection_resumes_it():
+    tester = WorkflowTester(signals={"unrelated": "x"})
+    order = tester.start("orders.approval", {"order_id": 8, "items": ["pen"]})
+    tester.run()
+    waiting = tester.waiting_for(order.id)
+    assert (waiting["kind"], waiting["event_type"], waiting["match"]) == ("event", "order.reviewed", {"order_id": 8})
+
+    tester.send_event("order.reviewed", {"order_id": 8, "approved": False})
+    tester.run()
+    assert tester.get(order.id).status == "compensated"
+
+
+@durableflow.workflow("testing.fixtures")
+def fixtures(ctx, params):
+    note = ctx.step.wait_for_signal("note", "note")
+    ok = ctx.step.wait_for_token("sign-off")
+    again = ctx.step.wait_for_signal("again", "note")
+    return [note, ok, again]
+
+
+def test_signal_and_token_fixtures_satisfy_each_wait_once_it_is_reached():
+    tester = WorkflowTester(signals={"note": "hi"}, tokens={"sign-off": "yes"})
+    execution = tester.start("testing.fixtures")
+    assert tester.run_until_finished(execution.id) == ["hi", "yes", "hi"]
+    with pytest.raises(TypeError, match="dict of payloads"):
+        WorkflowTester(events=["order.reviewed"])
