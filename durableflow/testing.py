@@ -72,7 +72,7 @@ from durableflow.engine.store_types import (
 )
 from durableflow.engine.transactions import current as current_transaction
 from durableflow.engine.verbs import Engine
-from durableflow.registry import Registry
+from durableflow.registry import Registry, WorkflowDefinition
 from durableflow.registry import registry as default_registry
 
 __all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction", "replay"]
@@ -91,14 +91,17 @@ class WorkflowTester:
         events: dict[str, Any] | None = None,
         signals: dict[str, Any] | None = None,
         tokens: dict[str, Any] | None = None,
+        children: dict[str, Any] | None = None,
     ):
         """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known.
 
         ``events={"order.approved": payload}``, ``signals={"name": payload}``,
         ``tokens={"token or step key": payload}``: each wait for one of them is satisfied when a run
         reaches it, through the same verbs (``send_event``, ``signal``, ``complete_token``), once per wait.
+        ``children={"workflow-name": result}``: runs of that workflow (children, or any start of it)
+        return ``result`` at once, or fail with it if it is an exception instance.
         """
-        for name, given in (("events", events), ("signals", signals), ("tokens", tokens)):
+        for name, given in (("events", events), ("signals", signals), ("tokens", tokens), ("children", children)):
             if given is not None and (not isinstance(given, dict) or not all(isinstance(k, str) for k in given)):
                 raise TypeError(f"{name}= is a dict of payloads by name, not {given!r}")
         if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
@@ -107,7 +110,7 @@ class WorkflowTester:
             raise ValueError("give the tester a clock or where its clock starts (now=), not both")
         self.clock = clock or ManualClock(now)
         self.storage = InMemoryStorage(self.clock)
-        self.engine = Engine(self.storage, registry, settings or EngineSettings())
+        self.engine = Engine(self.storage, _StandIns(registry, children or {}), settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
         self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
         self._fixtures = {"event": events or {}, "signal": signals or {}, "token": tokens or {}}
@@ -316,6 +319,34 @@ class WorkflowTester:
 
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}
+
+
+class _StandIns(Registry):
+    """``registry``, with the workflows ``children=`` names answered by a stand-in that returns at once."""
+
+    def __init__(self, registry: Registry, results: dict[str, Any]):
+        super().__init__()
+        # The same workflows as ``registry`` (registered before or after), as ``layered`` shares them.
+        self._definitions, self._versions, self._lock = registry._definitions, registry._versions, registry._lock
+        self._sources = registry._sources
+        self._base, self._results = registry, results
+
+    def layered(self, *sources: Any) -> Registry:
+        return _StandIns(self._base.layered(*sources), self._results)
+
+    def get(self, name: str, version: str | None = None) -> WorkflowDefinition | None:
+        found = self._base.get(name, version)
+        if name not in self._results:
+            return found
+        result = self._results[name]
+
+        def stand_in(ctx, params):
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        pinned = version or (found.version if found is not None else "1")
+        return WorkflowDefinition(name, stand_in, version=pinned, description="a WorkflowTester(children=) stand-in")
 
 
 def replay(execution: str | dict[str, Any], workflow=None, *, registry: Registry = default_registry) -> replays.Verdict:

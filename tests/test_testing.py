@@ -207,3 +207,22 @@ def test_signal_and_token_fixtures_satisfy_each_wait_once_it_is_reached():
     assert tester.run_until_finished(execution.id) == ["hi", "yes", "hi"]
     with pytest.raises(TypeError, match="dict of payloads"):
         WorkflowTester(events=["order.reviewed"])
+
+
+@durableflow.workflow("testing.parent")
+def parent(ctx, params):
+    try:
+        return {"child": ctx.step.invoke("quote", "testing.approval")}  # it would wait for a signal
+    except durableflow.ChildExecutionError as exc:
+        return {"failed": exc.error["message"]}
+
+
+def test_a_children_fixture_makes_child_runs_return_at_once():
+    tester = WorkflowTester(children={"testing.approval": {"note": "stubbed"}})
+    execution = tester.start("testing.parent")
+    assert tester.run_until_finished(execution.id) == {"child": {"note": "stubbed"}}
+
+    failing = WorkflowTester(children={"testing.approval": LookupError("no quote")})
+    execution = failing.start("testing.parent")
+    assert failing.run_until_finished(execution.id) == {"failed": "no quote"}
+    assert WorkflowTester().engine.registry.get("testing.approval").fn is approval
