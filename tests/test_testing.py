@@ -132,7 +132,7 @@ def test_a_run_the_workers_would_stall_raises_non_determinism_into_the_test():
     tester.run()
     tester.signal(execution.id, "approve", "ok")
     with registry.override(WorkflowDefinition("testing.approval", changed)):
-        with pytest.raises(durableflow.NonDeterminismError, match="recorded step 'approve' as a 'signal' step") as caught:
+        with pytest.raises(durableflow.NonDeterminismError, match="step 'approve' as a 'signal' step") as caught:
             tester.run()
     assert (caught.value.code, caught.value.detail["step"]) == ("NON_DETERMINISM", "approve")
 
