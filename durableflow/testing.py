@@ -92,6 +92,7 @@ class WorkflowTester:
         signals: dict[str, Any] | None = None,
         tokens: dict[str, Any] | None = None,
         children: dict[str, Any] | None = None,
+        seed: str | int | None = None,
     ):
         """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known.
 
@@ -100,7 +101,10 @@ class WorkflowTester:
         reaches it, through the same verbs (``send_event``, ``signal``, ``complete_token``), once per wait.
         ``children={"workflow-name": result}``: runs of that workflow (children, or any start of it)
         return ``result`` at once, or fail with it if it is an exception instance.
+        ``seed``: what seeds ``ctx.random()`` and ``ctx.uuid()`` in every run (else each run's id).
         """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (str, int))):
+            raise TypeError(f"seed is a string or an integer, not {seed!r}")
         for name, given in (("events", events), ("signals", signals), ("tokens", tokens), ("children", children)):
             if given is not None and (not isinstance(given, dict) or not all(isinstance(k, str) for k in given)):
                 raise TypeError(f"{name}= is a dict of payloads by name, not {given!r}")
@@ -109,7 +113,7 @@ class WorkflowTester:
         if now is not None and clock is not None:
             raise ValueError("give the tester a clock or where its clock starts (now=), not both")
         self.clock = clock or ManualClock(now)
-        self.storage = InMemoryStorage(self.clock)
+        self.storage = InMemoryStorage(self.clock) if seed is None else _Seeded(self.clock, str(seed))
         self.engine = Engine(self.storage, _StandIns(registry, children or {}), settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
         self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
@@ -319,6 +323,17 @@ class WorkflowTester:
 
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}
+
+
+class _Seeded(InMemoryStorage):
+    """The in-memory storage, giving every execution written without a seed of its own ``seed``."""
+
+    def __init__(self, clock: Callable[[], datetime], seed: str):
+        super().__init__(clock)
+        self._seed = seed
+
+    def create_execution(self, values: dict[str, Any]) -> MemoryExecution | None:
+        return super().create_execution({**values, "seed": values.get("seed") or self._seed})
 
 
 class _StandIns(Registry):

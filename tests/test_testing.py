@@ -226,3 +226,18 @@ def test_a_children_fixture_makes_child_runs_return_at_once():
     execution = failing.start("testing.parent")
     assert failing.run_until_finished(execution.id) == {"failed": "no quote"}
     assert WorkflowTester().engine.registry.get("testing.approval").fn is approval
+
+
+@durableflow.workflow("testing.dice")
+def dice(ctx, params):
+    return [ctx.random(), str(ctx.uuid())]
+
+
+def test_a_seed_fixes_ctx_random_in_every_run():
+    first, second = WorkflowTester(seed=42), WorkflowTester(seed=42)
+    rolls = [t.run_until_finished(t.start("testing.dice").id) for t in (first, second, first)]
+    assert rolls[0] == rolls[1] == rolls[2]
+    unseeded = WorkflowTester()
+    assert unseeded.run_until_finished(unseeded.start("testing.dice").id) != rolls[0]
+    with pytest.raises(TypeError, match="seed"):
+        WorkflowTester(seed=1.5)
