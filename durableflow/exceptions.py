@@ -15,7 +15,8 @@ source), and this tree names the class that carries each::
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
     │                             INVALID_DELAY (ctx.step.sleep), INVALID_RATE_LIMIT (ctx.step.run's key)
-    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
+    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_VERSION, UNKNOWN_TASK (a
+    │                             document's, on a worker), NEW_STEP (a replay check's only)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
     ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
@@ -82,7 +83,7 @@ CODES: dict[str, str] = {
     "INVALID_PARAMS": "params, execution_id, idempotency_key or deadline are not acceptable; nothing was written",
     "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
     "UNKNOWN_STEP": "fork: the step key is not in the execution's journal (or is reserved, or a map item)",
-    "FORK_VERSION_MISMATCH": "fork: the workflow's registered version is not the one the execution ran with",
+    "FORK_VERSION_MISMATCH": "fork: the version the execution ran with is not registered",
     # schedules
     "INVALID_SCHEDULE": "a schedule's name, crontab, every or catch_up is not acceptable (or the name is another "
     "periodic task's); nothing was written",
@@ -108,7 +109,12 @@ CODES: dict[str, str] = {
     "INVALID_METADATA": "a metadata key, target or value is not acceptable, or the change does not fit the "
     "current value (increment of a non-number, append to a non-list)",
     # replay
-    "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
+    "NON_DETERMINISM": "the journal does not match the workflow code (another step kind, or a deprecated patch's "
+    "old branch)",
+    "NEW_STEP": "replay check: the code reaches a step its journal lacks before steps the journal recorded (a "
+    "change not behind ctx.patched(), or step keys that moved)",
+    "UNKNOWN_VERSION": "on a worker: the version an execution started with is not registered (the run stalls until "
+    "it is)",
     # steps and waits
     "RETRYABLE": "a step body asked to be retried",
     "STEP_TIMEOUT": "one attempt of a step ran longer than its timeout",

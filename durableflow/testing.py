@@ -52,12 +52,13 @@ called if the transactional step whose body is running rolls back.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any, Callable
 
-from durableflow import dispatch, exceptions
+from durableflow import dispatch, exceptions, values
 from durableflow.documents.source import MemoryDocuments
 from durableflow.engine.memory import InMemoryStorage, ManualClock, MemoryExecution, MemoryTable
+from durableflow.engine import replays
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL, ExecutionStatus
@@ -71,10 +72,10 @@ from durableflow.engine.store_types import (
 )
 from durableflow.engine.transactions import current as current_transaction
 from durableflow.engine.verbs import Engine
-from durableflow.registry import Registry
+from durableflow.registry import Registry, WorkflowDefinition
 from durableflow.registry import registry as default_registry
 
-__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction"]
+__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction", "replay"]
 
 
 class WorkflowTester:
@@ -86,12 +87,38 @@ class WorkflowTester:
         *,
         clock: Callable[[], datetime] | None = None,
         settings: EngineSettings | None = None,
+        now: datetime | None = None,
+        events: dict[str, Any] | None = None,
+        signals: dict[str, Any] | None = None,
+        tokens: dict[str, Any] | None = None,
+        children: dict[str, Any] | None = None,
+        seed: str | int | None = None,
     ):
-        self.clock = clock or ManualClock()
-        self.storage = InMemoryStorage(self.clock)
-        self.engine = Engine(self.storage, registry, settings or EngineSettings())
+        """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known.
+
+        ``events={"order.approved": payload}``, ``signals={"name": payload}``,
+        ``tokens={"token or step key": payload}``: each wait for one of them is satisfied when a run
+        reaches it, through the same verbs (``send_event``, ``signal``, ``complete_token``), once per wait.
+        ``children={"workflow-name": result}``: runs of that workflow (children, or any start of it)
+        return ``result`` at once, or fail with it if it is an exception instance.
+        ``seed``: what seeds ``ctx.random()`` and ``ctx.uuid()`` in every run (else each run's id).
+        """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (str, int))):
+            raise TypeError(f"seed is a string or an integer, not {seed!r}")
+        for name, given in (("events", events), ("signals", signals), ("tokens", tokens), ("children", children)):
+            if given is not None and (not isinstance(given, dict) or not all(isinstance(k, str) for k in given)):
+                raise TypeError(f"{name}= is a dict of payloads by name, not {given!r}")
+        if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
+            raise ValueError(f"now must be a timezone-aware datetime, not {now!r}")
+        if now is not None and clock is not None:
+            raise ValueError("give the tester a clock or where its clock starts (now=), not both")
+        self.clock = clock or ManualClock(now)
+        self.storage = InMemoryStorage(self.clock) if seed is None else _Seeded(self.clock, str(seed))
+        self.engine = Engine(self.storage, _StandIns(registry, children or {}), settings or EngineSettings())
         self.documents: MemoryDocuments | None = None
         self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
+        self._fixtures = {"event": events or {}, "signal": signals or {}, "token": tokens or {}}
+        self._injected: set[tuple[str, str]] = set()  # (execution, step) of the waits satisfied so
 
     # The verbs ------------------------------------------------------------------------
 
@@ -199,10 +226,11 @@ class WorkflowTester:
             for execution_id, key in items:
                 self.engine.run_item(execution_id, key)
             ready = self.runnable()
-            if not ready and not items:
+            if not ready and not items and not self._inject():
                 return count
             for execution_id in ready:
-                self.deliver(execution_id)
+                if self.deliver(execution_id) == "stalled":
+                    raise self._stall(execution_id)
                 count += 1
         raise RuntimeError(f"still runnable after {max_deliveries} deliveries: does a workflow loop?")
 
@@ -220,7 +248,8 @@ class WorkflowTester:
             execution = self.engine.final(self.get(execution_id))  # continued as new: the last one
             if execution.status in TERMINAL:
                 return self.result(execution_id)
-            if self.runnable() or any(task == dispatch.RUN_ITEM for task, _, _ in self.storage.outbox):
+            sent = any(task == dispatch.RUN_ITEM for task, _, _ in self.storage.outbox)
+            if self.runnable() or sent or self._inject():
                 self.run(max_deliveries=max_deliveries)
                 continue
             executions = self.storage.tables.executions.values()
@@ -233,7 +262,45 @@ class WorkflowTester:
             self.advance(max(0.0, (min(due) - self.clock()).total_seconds()))
         raise RuntimeError(f"execution {execution_id} did not finish in {max_deliveries} deliveries")
 
+    def _inject(self) -> int:
+        """Satisfy the waits reached that the ``events=``, ``signals=`` and ``tokens=`` fixtures name."""
+        injected = 0
+        for execution in list(self.storage.tables.executions.values()):
+            waiting = execution.waiting_for or {}
+            kind, step = waiting.get("kind"), waiting.get("step")
+            if execution.status != ExecutionStatus.WAITING or kind not in self._fixtures:
+                continue
+            fixtures = self._fixtures[kind]
+            name = waiting.get({"event": "event_type", "signal": "name", "token": "token"}[kind])
+            found = name if name in fixtures else step if kind == "token" and step in fixtures else None
+            if found is None or (execution.id, step) in self._injected:
+                continue
+            self._injected.add((execution.id, step))
+            payload = fixtures[found]
+            if kind == "event":
+                self.send_event(name, payload)
+            elif kind == "signal":
+                self.signal(execution.id, name, payload)
+            else:
+                self.complete_token(name, payload)
+            injected += 1
+        return injected
+
+    def _stall(self, execution_id: str) -> exceptions.NonDeterminismError:
+        """A run the workers would stall (its code does not match its journal), raised into the test."""
+        error = values.decode_error(self.get(execution_id).error or {})
+        if isinstance(error, exceptions.NonDeterminismError):
+            return error
+        return exceptions.NonDeterminismError(getattr(error, "code", None), str(error), execution_id=execution_id)
+
     # Reading --------------------------------------------------------------------------
+
+    def waiting_for(self, execution_id: str) -> dict[str, Any] | None:
+        """What a paused run waits for (``{"kind": "signal", "name": ...}``, a timer, an event...);
+        None once it is not waiting. Satisfy it (``signal``, ``send_event``, ``complete_token``,
+        ``advance``) and ``run()`` again."""
+        execution = self.engine.final(self.get(execution_id))
+        return execution.waiting_for if execution.status == ExecutionStatus.WAITING else None
 
     def result(self, execution_id: str) -> Any:
         """The result of a completed execution; ``ExecutionFailed`` if it ended otherwise."""
@@ -246,5 +313,84 @@ class WorkflowTester:
     def records(self, execution_id: str) -> list[StepRecordData]:
         return self.storage.steps(execution_id)
 
+    def export(self, execution_id: str) -> dict[str, Any]:
+        """The execution and its journal as ``manage.py durableflow export`` writes them."""
+        return self.engine.export(execution_id)
+
+    def replay(self, execution_id: str, workflow=None) -> replays.Verdict:
+        """``replay()`` of one of the tester's executions (against ``workflow``, else its registered version)."""
+        return replay(self.export(execution_id), workflow, registry=self.engine.registry)
+
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}
+
+
+class _Seeded(InMemoryStorage):
+    """The in-memory storage, giving every execution written without a seed of its own ``seed``."""
+
+    def __init__(self, clock: Callable[[], datetime], seed: str):
+        super().__init__(clock)
+        self._seed = seed
+
+    def create_execution(self, values: dict[str, Any]) -> MemoryExecution | None:
+        return super().create_execution({**values, "seed": values.get("seed") or self._seed})
+
+
+class _StandIns(Registry):
+    """``registry``, with the workflows ``children=`` names answered by a stand-in that returns at once."""
+
+    def __init__(self, registry: Registry, results: dict[str, Any]):
+        super().__init__()
+        # The same workflows as ``registry`` (registered before or after), as ``layered`` shares them.
+        self._definitions, self._versions, self._lock = registry._definitions, registry._versions, registry._lock
+        self._sources = registry._sources
+        self._base, self._results = registry, results
+
+    def layered(self, *sources: Any) -> Registry:
+        return _StandIns(self._base.layered(*sources), self._results)
+
+    def get(self, name: str, version: str | None = None) -> WorkflowDefinition | None:
+        found = self._base.get(name, version)
+        if name not in self._results:
+            return found
+        result = self._results[name]
+
+        def stand_in(ctx, params):
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        pinned = version or (found.version if found is not None else "1")
+        return WorkflowDefinition(name, stand_in, version=pinned, description="a WorkflowTester(children=) stand-in")
+
+
+def replay(execution: str | dict[str, Any], workflow=None, *, registry: Registry = default_registry) -> replays.Verdict:
+    """Replay a recorded journal against the code installed now, writing nothing; raise
+    ``NonDeterminismError`` naming the step where it diverges, else return what was replayed.
+
+    ``execution``: what ``manage.py durableflow export <id>`` writes (its JSON text, or the parsed
+    dict), or an execution id to read from the project's database. ``workflow``: a function
+    (decorated or not) to replay against instead of the version the execution started with:
+    the code you are about to deploy.
+
+        from durableflow.testing import replay
+
+        def test_last_weeks_orders_replay_on_the_new_code():
+            replay(Path("tests/journals/order-7.json").read_text())
+    """
+    import json
+
+    if isinstance(execution, str) and execution.lstrip().startswith("{"):
+        execution = json.loads(execution)
+    if isinstance(execution, str):
+        from durableflow import operations  # the database: Django is needed only here
+
+        execution = operations.export(execution)
+    try:
+        claim, status = replays.from_export(execution, datetime.now(timezone.utc))
+    except ValueError as exc:
+        raise TypeError(f"replay() takes an exported execution or an execution id: {exc}") from None
+    verdict = replays.replay(claim, registry, status=status, code=workflow)
+    if not verdict.ok:
+        raise verdict.error()
+    return verdict

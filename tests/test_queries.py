@@ -102,6 +102,23 @@ def _kinds(captured: CaptureQueriesContext) -> list[str]:
     ]
 
 
+@durableflow.workflow("t.query-patches")
+def _patches(ctx, params):
+    return sum(ctx.patched(f"p{i}") for i in range(params["n"]))
+
+
+@pytest.mark.parametrize("n", [1, 10])
+def test_a_patch_marker_costs_what_a_run_step_costs(live_db, n):
+    execution = durableflow.start("t.query-patches", {"n": n}, queue="query-count")
+    with CaptureQueriesContext(connection) as captured:
+        assert operations.deliver(execution.id) == "completed"
+    queries = [query["sql"] for query in captured.captured_queries]
+
+    assert durableflow.result(execution.id) == n
+    assert len([sql for sql in queries if sql.startswith(f"INSERT INTO {STEP_TABLE}")]) == n
+    assert len(queries) == n + 2, queries  # the claim, one INSERT per marker, the outcome
+
+
 def _rate_limited_queries(steps: int) -> list[str]:
     execution = durableflow.start("t.rate-limited", {"tag": uid("q"), "run": 0, "steps": steps}, queue="query-count")
     with CaptureQueriesContext(connection) as captured:

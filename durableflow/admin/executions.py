@@ -31,7 +31,7 @@ from durableflow.models import Execution, StepRecord, WorkflowDocument
 from durableflow.orm import db_alias
 from durableflow.registry import registry as code_registry
 
-__all__ = ["ExecutionAdmin", "WorkflowFilter", "STEERING"]
+__all__ = ["ExecutionAdmin", "WorkflowFilter", "VersionFilter", "STEERING"]
 
 S = ExecutionStatus
 # The list never loads these (params, results and errors may be a megabyte each).
@@ -142,12 +142,31 @@ class WorkflowFilter(admin.SimpleListFilter):
 
     def lookups(self, request, model_admin):
         # Code workflows, and documents by name (one query on the documents' small table).
-        names = {definition.name for definition in code_registry.all()}
+        names = {definition.name for definition in code_registry.all()}  # every version: VersionFilter
         names.update(WorkflowDocument.objects.using(db_alias()).values_list("name", flat=True).distinct())
         return [(name, name) for name in sorted(names)]
 
     def queryset(self, request, queryset):
         return queryset.filter(workflow=self.value()) if self.value() else queryset
+
+
+class VersionFilter(admin.SimpleListFilter):
+    """The registered versions of the chosen code workflow (side by side, each with its own runs)."""
+
+    title = "version"
+    parameter_name = "version"
+
+    def lookups(self, request, model_admin):
+        name = request.GET.get(WorkflowFilter.parameter_name)
+        if not name or not code_registry.is_code(name):
+            return []
+        current = code_registry.get(name)
+        return [
+            (d.version, f"{d.version} (new runs)" if d is current else d.version) for d in code_registry.versions(name)
+        ]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(version=self.value()) if self.value() else queryset
 
 
 class ExecutionChangeList(ChangeList):
@@ -208,7 +227,7 @@ def children_panel(model_admin, request, execution):
 @admin.register(Execution)
 class ExecutionAdmin(RecordAdmin):
     list_display = ("id", "workflow", "status_badge", "doing", "created", "took")
-    list_filter = ("status", WorkflowFilter)
+    list_filter = ("status", WorkflowFilter, VersionFilter)
     search_fields = ("id__exact", "idempotency_key__exact", "workflow__exact")
     search_help_text = "An exact execution id, idempotency key or workflow name."
     date_hierarchy = "created_at"

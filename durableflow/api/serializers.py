@@ -243,6 +243,9 @@ class WorkflowSerializer(serializers.Serializer):
     kind = serializers.CharField(read_only=True, help_text="code, or document (a workflow document's newest valid revision)")
     description = serializers.CharField(read_only=True)
     on_event = serializers.CharField(read_only=True, allow_null=True)
+    default = serializers.BooleanField(
+        read_only=True, help_text="whether a start of this name runs this version (others run only the executions started with them)"
+    )
 
 
 @extend_schema_serializer(many=False)  # the list action answers one object, not a list

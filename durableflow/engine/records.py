@@ -24,6 +24,7 @@ __all__ = [
     "StepConflict",
     "Suspend",
     "ContinueAsNew",
+    "ReplayEnd",
     "CancelRequested",
     "CompensateRequested",
     "outcome_fields",
@@ -161,6 +162,14 @@ class Suspend(BaseException):
         self.wake_at = wake_at
         self.waiting_for = waiting_for
         self.guard = guard
+
+
+class ReplayEnd(BaseException):
+    """A replay check reached the first step its journal has not finished: nothing runs live."""
+
+    def __init__(self, key: str, recorded: bool):
+        super().__init__(key)
+        self.key, self.recorded = key, recorded
 
 
 class ContinueAsNew(BaseException):

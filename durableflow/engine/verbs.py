@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
-from durableflow.engine import driver, faults
+from durableflow.engine import driver, faults, replays
 from durableflow.engine.concurrency import Slots
 from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
@@ -61,6 +61,14 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
             engine=delivering,
             lease_holders=self.settings.lease_holders(),
         )
+
+    def replay_check(self, execution_id: str) -> replays.Verdict:
+        """Whether the registered code replays ``execution_id``'s journal (reads only; see ``replays``)."""
+        return replays.check(self.storage, self.registry, execution_id, self.settings)
+
+    def export(self, execution_id: str) -> dict:
+        """The execution's row and journal as JSON values (what ``replays.from_export`` reads)."""
+        return replays.export(self.storage, execution_id)
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs.
