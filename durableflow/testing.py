@@ -52,8 +52,9 @@ called if the transactional step whose body is running rolls back.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from durableflow import dispatch, exceptions, values
 from durableflow.documents.source import MemoryDocuments
@@ -75,7 +76,16 @@ from durableflow.engine.verbs import Engine
 from durableflow.registry import Registry, WorkflowDefinition
 from durableflow.registry import registry as default_registry
 
-__all__ = ["WorkflowTester", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction", "replay"]
+__all__ = ["WorkflowTester", "Call", "InMemoryStorage", "ManualClock", "MemoryTable", "current_transaction", "replay"]
+
+
+class Call(NamedTuple):
+    """A step body the tester really called: the step's key, its kind, and the body's arguments."""
+
+    key: str
+    kind: str  # "run", "transaction" or "effect" (an effect's perform)
+    args: tuple
+    kwargs: dict
 
 
 class WorkflowTester:
@@ -93,6 +103,7 @@ class WorkflowTester:
         tokens: dict[str, Any] | None = None,
         children: dict[str, Any] | None = None,
         seed: str | int | None = None,
+        steps: dict[str, Any] | None = None,
     ):
         """``now``: where the tester's clock starts (an aware datetime), so ``ctx.now()`` is known.
 
@@ -102,10 +113,20 @@ class WorkflowTester:
         ``children={"workflow-name": result}``: runs of that workflow (children, or any start of it)
         return ``result`` at once, or fail with it if it is an exception instance.
         ``seed``: what seeds ``ctx.random()`` and ``ctx.uuid()`` in every run (else each run's id).
+        ``steps={"charge": value | exception instance | callable}``: a ``run``, ``transaction`` or
+        ``effect`` step with that key records ``value`` (or fails with the exception, through the
+        step's retry policy) without calling its body; a callable is called instead of the body,
+        with its arguments. ``calls`` lists the bodies really called, in order (``Call``).
         """
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (str, int))):
             raise TypeError(f"seed is a string or an integer, not {seed!r}")
-        for name, given in (("events", events), ("signals", signals), ("tokens", tokens), ("children", children)):
+        for name, given in (
+            ("events", events),
+            ("signals", signals),
+            ("tokens", tokens),
+            ("children", children),
+            ("steps", steps),
+        ):
             if given is not None and (not isinstance(given, dict) or not all(isinstance(k, str) for k in given)):
                 raise TypeError(f"{name}= is a dict of payloads by name, not {given!r}")
         if now is not None and (not isinstance(now, datetime) or now.tzinfo is None):
@@ -114,11 +135,39 @@ class WorkflowTester:
             raise ValueError("give the tester a clock or where its clock starts (now=), not both")
         self.clock = clock or ManualClock(now)
         self.storage = InMemoryStorage(self.clock) if seed is None else _Seeded(self.clock, str(seed))
-        self.engine = Engine(self.storage, _StandIns(registry, children or {}), settings or EngineSettings())
+        self.calls: list[Call] = []
+        self._steps: dict[str, Any] = dict(steps or {})
+        settings = dataclasses.replace(settings or EngineSettings(), step_body=self._step_body)
+        self.engine = Engine(self.storage, _StandIns(registry, children or {}), settings)
         self.documents: MemoryDocuments | None = None
         self._schedules: dict[str, datetime] = {}  # name -> the tick its first tick here was at
         self._fixtures = {"event": events or {}, "signal": signals or {}, "token": tokens or {}}
         self._injected: set[tuple[str, str]] = set()  # (execution, step) of the waits satisfied so
+
+    def fixture(self, key: str, value: Any) -> None:
+        """Stand in for the body of step ``key`` from now on, as ``steps={key: value}`` does."""
+        if not isinstance(key, str):
+            raise TypeError(f"a fixture's key is a step key (a string), not {key!r}")
+        self._steps[key] = value
+
+    def _step_body(self, kind: str, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if key in self._steps:
+            given = self._steps[key]
+            if isinstance(given, BaseException):
+
+                def failing(*args: Any, **kwargs: Any) -> Any:
+                    raise given
+
+                return failing
+            if callable(given):
+                return given
+            return lambda *args, **kwargs: given
+
+        def body(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(Call(key, kind, args, kwargs))
+            return fn(*args, **kwargs)
+
+        return body
 
     # The verbs ------------------------------------------------------------------------
 

@@ -241,3 +241,54 @@ def test_a_seed_fixes_ctx_random_in_every_run():
     assert unseeded.run_until_finished(unseeded.start("testing.dice").id) != rolls[0]
     with pytest.raises(TypeError, match="seed"):
         WorkflowTester(seed=1.5)
+
+
+charged: list[str] = []
+
+
+def charge_card(order):
+    charged.append(order)
+    return {"charge": f"ch-{order}"}
+
+
+@durableflow.workflow("testing.checkout")
+def checkout(ctx, params):
+    receipt = ctx.step.run("charge", charge_card, params["order"])
+    mailed = ctx.step.run("mail", lambda to: f"mailed {to}", params["to"])
+    booked = ctx.step.effect(
+        "book",
+        effect_id=f"book-{params['order']}",
+        operation="book",
+        input=params["order"],
+        retry_in=5,
+        lookup=lambda effect_id: None,
+        perform=lambda effect_id: {"booked": effect_id},
+    )
+    return {**receipt, "mailed": mailed, **booked}
+
+
+def test_a_step_fixture_records_its_value_and_never_calls_the_body():
+    charged.clear()
+    tester = WorkflowTester(steps={"charge": {"charge": "ch-stub"}, "book": {"booked": "stub"}})
+    run = tester.start("testing.checkout", {"order": "o1", "to": "ann"})
+
+    assert tester.run_until_finished(run.id) == {"charge": "ch-stub", "mailed": "mailed ann", "booked": "stub"}
+    assert charged == []
+    assert [(call.key, call.kind, call.args) for call in tester.calls] == [("mail", "run", ("ann",))]
+    assert tester.step_values(run.id)["charge"] == {"charge": "ch-stub"}
+
+
+def test_a_fixture_may_fail_the_step_or_stand_in_for_the_body_with_its_arguments():
+    charged.clear()
+    tester = WorkflowTester(steps={"charge": RuntimeError("card declined")})
+    failing = tester.start("testing.checkout", {"order": "o2", "to": "bob"})
+    with pytest.raises(durableflow.ExecutionFailed) as caught:
+        tester.run_until_finished(failing.id)
+    assert "card declined" in caught.value.error["message"]
+    assert charged == [] and tester.calls == []
+
+    tester.fixture("charge", lambda order: {"charge": f"fake-{order}"})
+    done = tester.start("testing.checkout", {"order": "o3", "to": "cy"})
+    assert tester.run_until_finished(done.id)["charge"] == "fake-o3"
+    assert charged == []
+    assert [call.key for call in tester.calls] == ["mail", "book"]

@@ -29,6 +29,11 @@ class StepBase:
             self._ctx._raise_recorded(record)
         self._wait_until_due(key, record)
 
+    def _stand_in(self, kind: str, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """The callable that runs as step ``key``'s body (``EngineSettings.step_body``)."""
+        hook = self._ctx._settings.step_body
+        return fn if hook is None else hook(kind, key, fn)
+
     def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
         """One live attempt of a step body: ``(started, result, error)``."""
         ctx = self._ctx

@@ -75,6 +75,7 @@ class RunSteps(StepBase):
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
         exit_hook = ctx._settings.on_thread_exit
+        fn = self._stand_in("run", key, fn)
         started, result, error = self._attempt(
             key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout, on_thread_exit=exit_hook)
         )
