@@ -373,6 +373,22 @@ class WorkflowTester:
     def step_values(self, execution_id: str) -> dict[str, Any]:
         return {record.key: record.value for record in self.records(execution_id)}
 
+    def metadata(self, execution_id: str) -> dict[str, Any]:
+        """The run's metadata (``ctx.metadata``)."""
+        return self.get(execution_id).metadata
+
+    def compensations(self, execution_id: str) -> list[dict[str, Any]]:
+        """The compensations that ran, in the order they ran (empty if none did)."""
+        return self.get(execution_id).compensations or []
+
+    @property
+    def started(self) -> list[MemoryExecution]:
+        """The executions runs started, in start order: children, and the runs ``continue_as_new``
+        carried on to (not the ones the test started itself)."""
+        executions = list(self.storage.tables.executions.values())
+        carried = {e.continued_as for e in executions if e.continued_as}
+        return [self.get(e.id) for e in executions if e.parent_id is not None or e.id in carried]
+
 
 class _Seeded(InMemoryStorage):
     """The in-memory storage, giving every execution written without a seed of its own ``seed``."""

@@ -292,3 +292,26 @@ def test_a_fixture_may_fail_the_step_or_stand_in_for_the_body_with_its_arguments
     assert tester.run_until_finished(done.id)["charge"] == "fake-o3"
     assert charged == []
     assert [call.key for call in tester.calls] == ["mail", "book"]
+
+
+@durableflow.workflow("testing.countdown")
+def countdown(ctx, params):
+    ctx.metadata.set("left", params["n"])
+    if params["n"]:
+        ctx.continue_as_new({"n": params["n"] - 1})
+    return "done"
+
+
+def test_the_tester_lists_the_runs_runs_started_and_reads_metadata_and_compensations():
+    tester = WorkflowTester(children={"testing.approval": {"note": "stubbed"}})
+    parent_run = tester.start("testing.parent")
+    tester.run_until_finished(parent_run.id)
+    [child] = tester.started
+    assert (child.workflow, child.parent_id) == ("testing.approval", parent_run.id)
+
+    counting = WorkflowTester()
+    first = counting.start("testing.countdown", {"n": 2})
+    assert counting.run_until_finished(first.id) == "done"
+    assert [run.params for run in counting.started] == [{"n": 1}, {"n": 0}]
+    assert counting.metadata(first.id) == {"left": 2}
+    assert counting.compensations(first.id) == []
