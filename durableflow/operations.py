@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable
 from django.db import connections
 from django.utils.dateparse import parse_duration
 
-from durableflow import dispatch, exceptions, waiting
+from durableflow import dispatch, exceptions, signals, waiting
 from durableflow.conf import df_settings
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL
@@ -60,6 +60,7 @@ def engine_settings() -> EngineSettings:
         sweep_batch_size=df_settings.SWEEP_BATCH_SIZE,
         max_lost_deliveries=df_settings.MAX_LOST_DELIVERIES,
         on_thread_exit=connections.close_all,
+        notify=signals.notifier(),
     )
 
 

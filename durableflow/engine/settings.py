@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from durableflow.engine.holders import Holders, local
 from durableflow.options import Retry
@@ -27,6 +27,9 @@ class EngineSettings:
     # This process as a lease holder, and how it sees the other processes of its machine
     # (``durableflow.engine.holders``; tests give their own). None: this process, when asked.
     holders: Holders | None = None
+    # Told ``(event, fields)`` after the commit that made it true: a run started, finished, a
+    # step attempt failed (``durableflow.engine.observing``; Django's face sends its signals).
+    notify: Callable[[str, dict[str, Any]], None] | None = None
 
     def lease_holders(self) -> Holders:
         return self.holders if self.holders is not None else local()

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
 from durableflow import dispatch, exceptions, values
+from durableflow.engine import observing
 from durableflow.engine.records import retry_target
 from durableflow.engine.starts import MAX_ID_LENGTH
 from durableflow.engine.states import (
@@ -109,6 +110,15 @@ class Steering:
         # Read after the write, which holds the row: a wait registered on this execution's end
         # is either seen here or sees it cancelled.
         cancelled = self.get(execution_id)
+        observing.announce(
+            self.storage,
+            self.settings.notify,
+            observing.FINISHED,
+            execution_id=execution_id,
+            workflow=cancelled.workflow,
+            status=S.CANCELLED,
+            error=error,
+        )
         if cancelled.watched:
             self.finished(execution_id)
         self.free_slots(cancelled.workflow, cancelled.concurrency_key)  # a holder's slot, with this commit

@@ -60,6 +60,7 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
             lease_seconds=self.settings.lease_seconds,
             engine=delivering,
             lease_holders=self.settings.lease_holders(),
+            notify=self.settings.notify,
         )
 
     def deliver(self, execution_id: str) -> str:
