@@ -8,13 +8,14 @@ what may change (that is the engine's), it only picks the storage and the settin
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
 from django.db import connections
 from django.utils.dateparse import parse_duration
 
-from durableflow import dispatch, exceptions, signals, waiting
+from durableflow import dispatch, exceptions, monitoring, signals, waiting
 from durableflow.conf import df_settings
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL
@@ -256,8 +257,12 @@ def run_item(execution_id: str, key: str) -> str:
 
 
 def sweep() -> dict[str, int]:
-    """Wake due executions and re-send lost wake-ups (what beat runs every SWEEP_INTERVAL)."""
-    return engine().sweep()
+    """Wake due executions and re-send lost wake-ups (what beat runs every SWEEP_INTERVAL); its
+    run is recorded (``durableflow.monitoring.last_sweep``: is beat running?)."""
+    started = time.monotonic()
+    counts = engine().sweep()
+    monitoring.record_sweep(counts, time.monotonic() - started)
+    return counts
 
 
 def prune(older_than: timedelta | str | float, *, batch: int = 1000) -> int:
