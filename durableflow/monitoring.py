@@ -9,7 +9,6 @@ the sweep's partial indexes).
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -17,14 +16,26 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import Count, F, Q
 
 from durableflow.conf import df_settings
+from durableflow.engine import logs
 from durableflow.engine.states import LEASED, RUNNABLE, ExecutionStatus
 from durableflow.models import Execution, SweepRun
-from durableflow.models.executions import ACTIVE
+from durableflow.models import executions
 from durableflow.orm import OrmStorage, db_alias
 
-__all__ = ["counts", "backlog", "by_workflow", "oldest", "status", "render", "as_json", "record_sweep", "last_sweep"]
+__all__ = [
+    "counts",
+    "backlog",
+    "by_workflow",
+    "oldest",
+    "status",
+    "render",
+    "as_json",
+    "record_sweep",
+    "last_sweep",
+    "database_now",
+]
 
-logger = logging.getLogger("durableflow.sweep")
+logger = logs.logger("durableflow.sweep")
 
 SWEEP = "sweep"  # the name of the sweep's row
 OLDEST = 5  # executions listed per question
@@ -35,17 +46,15 @@ _STALLED = Q(status=ExecutionStatus.WAITING, waiting_for__kind="stalled")
 
 def _questions(now: datetime) -> dict[str, Q]:
     late = now - timedelta(seconds=df_settings.SWEEP_INTERVAL)
-    lease = timedelta(seconds=df_settings.LEASE_SECONDS)
     return {
         # Due, not yet woken by the sweep (it wakes them within one interval).
-        "due": Q(status=ExecutionStatus.WAITING, wake_at__lte=now),
+        "due": executions.due(now),
         # Due for longer than a sweep interval: the sweep is not running, or not keeping up.
-        "overdue": Q(status=ExecutionStatus.WAITING, wake_at__lt=late),
+        "overdue": executions.due(late),
         # Held by a delivery whose lease ran out (its worker died or hangs): re-sent by the sweep.
         "expired_leases": Q(status__in=LEASED, lease_token__isnull=False, lease_expires_at__lt=now),
         # Runnable, nobody on it, and its last wake-up older than a lease: the sweep re-sends these.
-        "stale": (Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now))
-        & Q(status__in=ACTIVE, enqueued_at__lt=now - lease, concurrency_ticket__isnull=True),
+        "stale": executions.stale(df_settings.LEASE_SECONDS, now),
         # Past their deadline and not cancelled yet (the sweep cancels them).
         "past_deadline": Q(status__in=RUNNABLE, deadline_at__lt=now, cancel_requested__isnull=True),
         # Code that does not match the journal: waiting for a deploy, a retry() or a cancel.
@@ -57,8 +66,10 @@ def _executions():
     return Execution.objects.using(db_alias())
 
 
-def _now() -> datetime:
+def database_now() -> datetime:
+    """The database's clock (what every age here is judged by)."""
     return OrmStorage().now()
+
 
 
 def counts() -> dict[str, int]:
@@ -69,7 +80,7 @@ def counts() -> dict[str, int]:
 
 def backlog(now: datetime | None = None) -> dict[str, int]:
     """How many unfinished executions answer each question of the sweep's backlog (see ``_questions``)."""
-    questions = _questions(now or _now())
+    questions = _questions(now or database_now())
     aggregates = {name: Count("pk", filter=question) for name, question in questions.items()}
     return _executions().filter(status__in=RUNNABLE).aggregate(**aggregates)
 
@@ -119,7 +130,7 @@ def record_sweep(counts: dict[str, int], seconds: float) -> None:
     """
     alias = db_alias()
     rows = SweepRun.objects.using(alias)
-    fields = {"finished_at": _now(), "seconds": round(seconds, 6), "counts": counts}
+    fields = {"finished_at": database_now(), "seconds": round(seconds, 6), "counts": counts}
     try:
         if rows.filter(pk=SWEEP).update(runs=F("runs") + 1, **fields):
             return
@@ -140,7 +151,7 @@ def last_sweep(now: datetime | None = None) -> dict[str, Any] | None:
         return None
     return {
         "finished_at": run.finished_at,
-        "age_seconds": _seconds((now or _now()) - run.finished_at),
+        "age_seconds": _seconds((now or database_now()) - run.finished_at),
         "seconds": run.seconds,
         "counts": run.counts,
         "runs": run.runs,
@@ -151,11 +162,11 @@ def status(limit: int = OLDEST) -> dict[str, Any]:
     """The whole report: counts by status and by workflow, the sweep's backlog with the oldest
     executions of each question, and the sweep's last run (``beat``: whether it ran within a
     few sweep intervals)."""
-    now = _now()
+    now = database_now()
     sweep = last_sweep(now)
     interval = df_settings.SWEEP_INTERVAL
     # A sweep finished within three intervals (and a second, for a busy machine): beat runs it.
-    beat = sweep is not None and sweep["age_seconds"] <= 3 * interval + 1
+    beat = sweep is not None and sweep["age_seconds"] <= 3 * interval + 1  # the bound _sweep_line prints
     questions = backlog(now)
     return {
         "now": now,
@@ -212,7 +223,8 @@ def _sweep_line(sweep: dict[str, Any]) -> str:
     last = sweep["last_run"]
     if last is None:
         return "never ran on this database: is beat running, with the durableflow sweep in its schedule?"
-    verdict = "beat is running" if sweep["beat_running"] else f"NOT within {3 * sweep['interval_seconds'] + 1:g} s: is beat running?"
+    bound = 3 * sweep["interval_seconds"] + 1
+    verdict = "beat is running" if sweep["beat_running"] else f"NOT within {bound:g} s: is beat running?"
     return (
         f"last run {_age(last['age_seconds'])} ago, at {_when(last['finished_at'])} "
         f"(took {last['seconds']:.3f} s; {last['runs']} runs recorded): {verdict}"

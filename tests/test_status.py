@@ -10,7 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from durableflow import monitoring, operations
+from durableflow import metrics, monitoring, operations
 from durableflow.engine.states import ExecutionStatus
 from durableflow.models import Execution, SweepRun
 
@@ -30,7 +30,7 @@ def _run(pk: str, workflow: str, status: str, created: float, **fields) -> None:
 
 @pytest.fixture
 def runs(monkeypatch):
-    monkeypatch.setattr(monitoring, "_now", lambda: T)
+    monkeypatch.setattr(monitoring, "database_now", lambda: T)
     S = ExecutionStatus
     _run("pending-1", "orders", S.PENDING, 100)
     _run("running-expired", "orders", S.RUNNING, 300, lease_token="t1", lease_expires_at=ago(30), lease_holder="web-1 41 7")
@@ -160,3 +160,31 @@ def test_every_sweep_records_its_run():
     last = monitoring.last_sweep()
     assert last["runs"] == 2 and set(last["counts"]) >= {"due", "stale", "deadlines"}
     assert 0 <= last["age_seconds"] < 5 and last["seconds"] >= 0
+
+
+def test_the_metrics_snapshot_holds_the_counts_backlog_and_the_sweeps_age(runs):
+    snapshot = metrics.snapshot()
+    assert snapshot == {
+        "executions": monitoring.counts(),
+        "backlog": {"due": 2, "overdue": 1, "expired_leases": 1, "stale": 2, "past_deadline": 1, "stalled": 1},
+        "sweep": {"last_run_age_seconds": 0.5, "last_run_seconds": 0.004},
+    }
+    assert snapshot["executions"]["waiting"] == 4 and sum(snapshot["executions"].values()) == 12
+
+
+def test_the_prometheus_collector_exposes_the_snapshot(runs):
+    prometheus_client = pytest.importorskip("prometheus_client")
+    registry = prometheus_client.CollectorRegistry()
+    registry.register(metrics.Collector())
+    text = prometheus_client.generate_latest(registry).decode()
+    assert 'durableflow_executions{status="waiting"} 4.0' in text
+    assert 'durableflow_backlog{kind="overdue"} 1.0' in text
+    assert "durableflow_sweep_age_seconds 0.5" in text
+
+
+def test_the_collector_says_what_it_needs_without_prometheus_client(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
+    with pytest.raises(ImportError, match="pip install prometheus-client"):
+        metrics.Collector()
