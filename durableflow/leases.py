@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import os
 import threading
@@ -16,9 +15,11 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
+from durableflow.engine import logs
+
 __all__ = ["Lease", "LeaseKeeper", "keeper"]
 
-logger = logging.getLogger("durableflow.lease")
+logger = logs.logger("durableflow.lease")
 
 
 @dataclass(eq=False)

@@ -33,16 +33,15 @@ worker's delivery: send slow work to a task of its own.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.dispatch import Signal
 
-from durableflow.engine import observing
+from durableflow.engine import logs, observing
 
 __all__ = ["execution_started", "execution_finished", "step_failed"]
 
-logger = logging.getLogger("durableflow.signals")
+logger = logs.logger("durableflow.signals")
 
 execution_started = Signal()
 execution_finished = Signal()

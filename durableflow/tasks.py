@@ -9,18 +9,17 @@ most ``faults.MAX_RESENDS`` times in a row; after that the sweep sends it again.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from durableflow import dispatch, operations, schedules
-from durableflow.engine import faults
+from durableflow.engine import faults, logs
 from durableflow.healing import heal
 from durableflow.leases import keeper
 
-logger = logging.getLogger("durableflow.delivery")
+logger = logs.logger("durableflow.delivery")
 
 
 class _Healed(Task):

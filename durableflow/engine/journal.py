@@ -8,13 +8,12 @@ storage only answers whether each conditional write matched; what a rejected wri
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import dispatch
-from durableflow.engine import faults, holders, observing
+from durableflow.engine import faults, holders, logs, observing
 from durableflow.engine.records import (
     ENDED,
     RECORD_FIELDS,
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Journal"]
 
-logger = logging.getLogger("durableflow.journal")
+logger = logs.logger("durableflow.journal")
 
 
 class Journal:
@@ -107,6 +106,7 @@ class Journal:
             seed=execution["seed"],
             lost=execution["lost_deliveries"],
         )
+        logs.update(workflow=self.claimed.workflow)  # in the delivery's scope (Engine.deliver)
         if self.claimed.delivery == 1:  # the claim is committed: this is the run's start
             self._announce(observing.STARTED, status=ExecutionStatus.RUNNING)
         return self.claimed
@@ -280,7 +280,8 @@ class Journal:
 
     def _announce(self, event: str, **fields) -> None:
         workflow = self.claimed.workflow if self.claimed is not None else None
-        observing.announce(self.storage, self.notify, event, execution_id=self.execution_id, workflow=workflow, **fields)
+        fields.update(execution_id=self.execution_id, workflow=workflow)
+        observing.announce(self.storage, self.notify, event, **fields)
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""

@@ -15,15 +15,15 @@ announced it, whose work is committed already.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
+from durableflow.engine import logs
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
 
 __all__ = ["STARTED", "FINISHED", "STEP_FAILED", "EVENTS", "Notify", "announce", "failed_attempt"]
 
-logger = logging.getLogger("durableflow.signals")
+logger = logs.logger("durableflow.signals")
 
 STARTED = "execution_started"  # execution_id, workflow, status ("running")
 FINISHED = "execution_finished"  # execution_id, workflow, status (its terminal status), error
