@@ -216,3 +216,25 @@ def test_a_receiver_that_raises_is_logged_and_the_others_still_run(received, cap
     assert record.getMessage().startswith("a receiver of execution_finished (")
     assert "RuntimeError('receiver down')" in record.getMessage() and record.execution_id == execution.id
     assert any(r.name == "django.dispatch" and r.exc_info for r in caplog.records)  # with its traceback
+
+
+def _undo(*args) -> None:
+    return None
+
+
+@durableflow.workflow("signals.compensable-nap")
+def compensable_nap(ctx, params):
+    ctx.step.run("book", lambda: "booked", compensate=_undo)
+    ctx.step.sleep("nap", 60)
+
+
+def test_a_cancel_that_compensates_tells_the_end_once_when_the_compensations_ran(backend, told):
+    with told.committed():
+        execution_id = backend.start("signals.compensable-nap", {})
+        backend.deliver(execution_id)  # booked, asleep
+        backend.cancel(execution_id)  # not the end yet: its delivery must compensate first
+        assert backend.get(execution_id).status == "pending"
+        backend.deliver(execution_id)
+
+    assert told.events() == [(observing.STARTED, None, "running"), (observing.FINISHED, None, "cancelled")]
+    assert backend.get(execution_id).compensations[0]["step"] == "book"
