@@ -201,13 +201,19 @@ class LeaseKeeper:
                 .update(lease_expires_at=lease_until(lease.seconds, lease.offset))
             )
         except Exception:  # a database outage must not kill the thread; the lease may lapse
-            logger.exception("lease renewal of execution %s failed", lease.execution_id)
+            logger.exception(
+                "lease renewal of execution %s failed", lease.execution_id, extra={"execution_id": lease.execution_id}
+            )
             connections[lease.alias].close()
             return False
         lease.renewed = time.monotonic()
         if not renewed:
             lease.lost = True
-            logger.warning("lease lost: execution %s was taken over by another delivery", lease.execution_id)
+            logger.warning(
+                "lease lost: execution %s was taken over by another delivery",
+                lease.execution_id,
+                extra={"execution_id": lease.execution_id},
+            )
         return bool(renewed)
 
 

@@ -75,8 +75,9 @@ def _again_after_fault(task: Task, happened: str) -> str:
         return happened
     resends = task.request.retries
     if resends >= faults.MAX_RESENDS:
-        logger.warning("%s%r: the database failed %d times in a row; the sweep sends it again", task.name,
-                       tuple(task.request.args or ()), resends + 1)  # fmt: skip
+        args = tuple(task.request.args or ())
+        logger.warning("%s%r: the database failed %d times in a row; the sweep sends it again", task.name, args,
+                       resends + 1, extra={"execution_id": args[0] if args else None})  # fmt: skip
         return happened
     # A publish that fails rejects the message (Celery's Reject): the sweep sends it again.
     raise task.retry(countdown=faults.resend_delay(resends))

@@ -207,6 +207,7 @@ class Effects:
                 effect_id,
                 execution_id,
                 token,
+                extra={"execution_id": execution_id},
             )
             return LOST, None
         # Another live delivery is between its hold and its settle (or this lease just lapsed).
