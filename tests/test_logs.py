@@ -111,3 +111,9 @@ def test_the_json_recipe_of_the_operating_guide_writes_one_object_per_record(tmp
     }
     assert first["time"].endswith("+00:00")
     assert second["execution_id"] is None and "ValueError: boom" in second["exception"]
+
+
+def test_a_journal_claimed_outside_a_delivery_leaves_the_threads_records_alone(backend):
+    execution_id = backend.start("logs.flaky", {"tag": backend.name})
+    assert backend.journal(execution_id).claim() is not None
+    assert logs.current() == {}

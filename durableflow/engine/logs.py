@@ -21,7 +21,8 @@ __all__ = ["FIELDS", "ContextFilter", "logger", "attach", "scope", "update", "cu
 
 FIELDS = ("execution_id", "workflow", "step_key")
 
-_context: ContextVar[dict[str, Any]] = ContextVar("durableflow_log_context", default={})
+_OUTSIDE: dict[str, Any] = {}  # the context outside every scope (never changed)
+_context: ContextVar[dict[str, Any]] = ContextVar("durableflow_log_context", default=_OUTSIDE)
 
 
 class ContextFilter(logging.Filter):
@@ -64,8 +65,11 @@ def scope(**fields: Any) -> Iterator[None]:
 
 
 def update(**fields: Any) -> None:
-    """Add ``fields`` to the current scope (until it ends: call it inside a ``scope``)."""
-    _context.set({**_context.get(), **fields})
+    """Add ``fields`` to the current scope, until it ends; outside every scope, nothing (a journal
+    claimed by hand, in a test, must not name its run in the thread's later records)."""
+    current = _context.get()
+    if current is not _OUTSIDE:
+        _context.set({**current, **fields})
 
 
 def current() -> dict[str, Any]:
