@@ -8,15 +8,14 @@ Settings, system checks and the demo project use these names too.
 
 from __future__ import annotations
 
-import logging
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from durableflow.engine import transactions
+from durableflow.engine import logs, transactions
 
 __all__ = ["DELIVER", "SWEEP", "RUN_ITEM", "PRUNE", "TICK", "TASKS", "send", "send_many", "guard_publishes"]
 
-logger = logging.getLogger("durableflow.dispatch")
+logger = logs.logger("durableflow.dispatch")
 
 DELIVER = "durableflow.deliver"  # args: (execution_id,) - one delivery of an execution
 SWEEP = "durableflow.sweep"  # no args - wake due executions, re-send lost wake-ups

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import os
 import threading
@@ -16,9 +15,11 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import DateTimeField, ExpressionWrapper
 from django.db.models.functions import Now
 
+from durableflow.engine import logs
+
 __all__ = ["Lease", "LeaseKeeper", "keeper"]
 
-logger = logging.getLogger("durableflow.lease")
+logger = logs.logger("durableflow.lease")
 
 
 @dataclass(eq=False)
@@ -200,13 +201,19 @@ class LeaseKeeper:
                 .update(lease_expires_at=lease_until(lease.seconds, lease.offset))
             )
         except Exception:  # a database outage must not kill the thread; the lease may lapse
-            logger.exception("lease renewal of execution %s failed", lease.execution_id)
+            logger.exception(
+                "lease renewal of execution %s failed", lease.execution_id, extra={"execution_id": lease.execution_id}
+            )
             connections[lease.alias].close()
             return False
         lease.renewed = time.monotonic()
         if not renewed:
             lease.lost = True
-            logger.warning("lease lost: execution %s was taken over by another delivery", lease.execution_id)
+            logger.warning(
+                "lease lost: execution %s was taken over by another delivery",
+                lease.execution_id,
+                extra={"execution_id": lease.execution_id},
+            )
         return bool(renewed)
 
 

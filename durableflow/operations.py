@@ -8,6 +8,7 @@ what may change (that is the engine's), it only picks the storage and the settin
 from __future__ import annotations
 
 import re
+import time
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import Any, Callable, Iterable, Iterator
@@ -16,7 +17,7 @@ from django.db import connections
 from django.utils import timezone
 from django.utils.dateparse import parse_duration
 
-from durableflow import dispatch, exceptions, waiting
+from durableflow import dispatch, exceptions, monitoring, signals, waiting
 from durableflow.conf import df_settings
 from durableflow.engine.replays import Verdict
 from durableflow.engine.settings import EngineSettings
@@ -66,6 +67,7 @@ def engine_settings() -> EngineSettings:
         sweep_batch_size=df_settings.SWEEP_BATCH_SIZE,
         max_lost_deliveries=df_settings.MAX_LOST_DELIVERIES,
         on_thread_exit=connections.close_all,
+        notify=signals.notifier(),
     )
 
 
@@ -261,8 +263,12 @@ def run_item(execution_id: str, key: str) -> str:
 
 
 def sweep() -> dict[str, int]:
-    """Wake due executions and re-send lost wake-ups (what beat runs every SWEEP_INTERVAL)."""
-    return engine().sweep()
+    """Wake due executions and re-send lost wake-ups (what beat runs every SWEEP_INTERVAL); its
+    run is recorded (``durableflow.monitoring.last_sweep``: is beat running?)."""
+    started = time.monotonic()
+    counts = engine().sweep()
+    monitoring.record_sweep(counts, time.monotonic() - started)
+    return counts
 
 
 def prune(older_than: timedelta | str | float, *, batch: int = 1000) -> int:

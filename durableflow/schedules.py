@@ -15,7 +15,6 @@ taken for missed ones.
 from __future__ import annotations
 
 import json
-import logging
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import TYPE_CHECKING, Any, Callable
@@ -25,7 +24,7 @@ from django.utils import timezone
 
 from durableflow import dispatch, exceptions, values
 from durableflow.conf import df_settings
-from durableflow.engine import schedules as engine_schedules
+from durableflow.engine import logs, schedules as engine_schedules
 from durableflow.engine.schedules import Cron, Every, Ticks
 from durableflow.engine.starts import StartRequest, prepare_start
 from durableflow.registry import WorkflowDefinition
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["schedule", "unschedule", "start_due", "ticks_of", "ticks_for"]
 
-logger = logging.getLogger("durableflow.schedules")
+logger = logs.logger("durableflow.schedules")
 
 _CRON_FIELDS = ("minute", "hour", "day_of_month", "month_of_year", "day_of_week")
 # The periodic task's header that keeps the latest tick started (beat sends it along, unused).

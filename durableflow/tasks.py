@@ -9,18 +9,17 @@ most ``faults.MAX_RESENDS`` times in a row; after that the sweep sends it again.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from durableflow import dispatch, operations, schedules
-from durableflow.engine import faults
+from durableflow.engine import faults, logs
 from durableflow.healing import heal
 from durableflow.leases import keeper
 
-logger = logging.getLogger("durableflow.delivery")
+logger = logs.logger("durableflow.delivery")
 
 
 class _Healed(Task):
@@ -76,8 +75,9 @@ def _again_after_fault(task: Task, happened: str) -> str:
         return happened
     resends = task.request.retries
     if resends >= faults.MAX_RESENDS:
-        logger.warning("%s%r: the database failed %d times in a row; the sweep sends it again", task.name,
-                       tuple(task.request.args or ()), resends + 1)  # fmt: skip
+        args = tuple(task.request.args or ())
+        logger.warning("%s%r: the database failed %d times in a row; the sweep sends it again", task.name, args,
+                       resends + 1, extra={"execution_id": args[0] if args else None})  # fmt: skip
         return happened
     # A publish that fails rejects the message (Celery's Reject): the sweep sends it again.
     raise task.retry(countdown=faults.resend_delay(resends))

@@ -31,7 +31,6 @@ creates them); every process that sends or consumes must use it::
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import uuid
 from queue import Empty
@@ -41,9 +40,11 @@ from kombu.transport import filesystem, virtual
 from kombu.utils.encoding import bytes_to_str, str_to_bytes
 from kombu.utils.json import dumps, loads
 
+from durableflow.engine import logs
+
 __all__ = ["FilesystemTransport", "options"]
 
-logger = logging.getLogger(__name__)
+logger = logs.logger(__name__)
 
 # With the queue folder watched, a worker still looks this often: a message the watch does
 # not report (a file written in place by another transport) waits at most this long.

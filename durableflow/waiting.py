@@ -23,7 +23,6 @@ open before each wait: hundreds of waiting threads hold one listening connection
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 import time
@@ -32,9 +31,11 @@ from typing import Any, Callable, Iterator
 
 from django.db import connections
 
+from durableflow.engine import logs
+
 __all__ = ["CHANNEL", "Listener", "Wake", "listener", "read_notice", "stop_listening", "until"]
 
-logger = logging.getLogger(__name__)
+logger = logs.logger(__name__)
 
 CHANNEL = "durableflow_finished"
 # Adaptive poll where nothing notifies: the first read again after FIRST_POLL, then each wait

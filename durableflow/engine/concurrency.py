@@ -19,7 +19,6 @@ last slot.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from durableflow import dispatch, exceptions, values
@@ -31,8 +30,6 @@ if TYPE_CHECKING:
     from durableflow.options import Concurrency
 
 __all__ = ["QUEUED_KIND", "MAX_KEY_LENGTH", "key_for", "Slots"]
-
-logger = logging.getLogger("durableflow.concurrency")
 
 QUEUED_KIND = "concurrency"  # waiting_for["kind"] of a run queued for a slot
 MAX_KEY_LENGTH = 255

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
+from durableflow.engine import logs
 from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     CancelRequested,
@@ -72,7 +73,7 @@ class Context:
         self.root_id = claim.root_id or claim.execution_id
         self.delivery = claim.delivery
         self.logger = logging.LoggerAdapter(
-            logging.getLogger("durableflow.workflow"), {"execution_id": claim.execution_id}
+            logs.logger("durableflow.workflow"), {"execution_id": claim.execution_id}
         )
         from durableflow.engine.metadata import Metadata
         from durableflow.engine.steps import StepAPI

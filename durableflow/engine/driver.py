@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import exceptions, values
-from durableflow.engine import sagas
+from durableflow.engine import logs, sagas
 from durableflow.engine.context import Context
 from durableflow.engine.faults import FAULT, StorageFault
 from durableflow.engine.journal import Journal
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["run", "continuation_id", "missing_code", "SKIPPED", "LEASE_LOST", "FAULT"]
 
-logger = logging.getLogger("durableflow.delivery")
+logger = logs.logger("durableflow.delivery")
 
 SKIPPED = "skipped"
 LEASE_LOST = "lease-lost"

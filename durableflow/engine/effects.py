@@ -23,12 +23,12 @@ of an effect row is decided here:
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
+from durableflow.engine import logs
 from durableflow.engine.storage import NOW
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ __all__ = [
     "MAX_OPERATION_LENGTH",
 ]
 
-logger = logging.getLogger("durableflow.effects")
+logger = logs.logger("durableflow.effects")
 
 MAX_EFFECT_ID_LENGTH = 255  # Effect.id
 MAX_OPERATION_LENGTH = 200  # Effect.operation
@@ -207,6 +207,7 @@ class Effects:
                 effect_id,
                 execution_id,
                 token,
+                extra={"execution_id": execution_id},
             )
             return LOST, None
         # Another live delivery is between its hold and its settle (or this lease just lapsed).

@@ -10,11 +10,10 @@ to finish wakes the execution, whose next delivery gathers the results in order.
 from __future__ import annotations
 
 import importlib
-import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import dispatch, exceptions, values
-from durableflow.engine import faults
+from durableflow.engine import faults, logs
 from durableflow.engine.states import StepStatus
 from durableflow.engine.storage import NOW
 from durableflow.engine.timeouts import call_with_timeout
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Items", "ITEM", "function_path", "resolve_function", "item_error"]
 
-logger = logging.getLogger("durableflow")
+logger = logs.logger("durableflow")
 
 ITEM = "item"
 
@@ -74,6 +73,10 @@ class Items:
         connection is dropped and the attempt given back if the database answers again, so
         that the item task sent again runs it at once (the body, then, once more).
         """
+        with logs.scope(execution_id=execution_id, workflow=None, step_key=key):
+            return self._run_item_once(execution_id, key)
+
+    def _run_item_once(self: Engine, execution_id: str, key: str) -> str:
         running = type(self)(faults.Guarded(self.storage), self.registry, self.settings)
         attempt: list[int] = []
         try:

@@ -8,13 +8,12 @@ storage only answers whether each conditional write matched; what a rejected wri
 
 from __future__ import annotations
 
-import logging
 import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import dispatch
-from durableflow.engine import faults, holders
+from durableflow.engine import faults, holders, logs, observing
 from durableflow.engine.records import (
     ENDED,
     RECORD_FIELDS,
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Journal"]
 
-logger = logging.getLogger("durableflow.journal")
+logger = logs.logger("durableflow.journal")
 
 
 class Journal:
@@ -59,8 +58,10 @@ class Journal:
         lease_seconds: float,
         engine: Engine | None = None,
         lease_holders: holders.Holders | None = None,
+        notify: observing.Notify | None = None,
     ):
         self.storage = faults.guard(storage)
+        self.notify = notify  # told of the run's start, end and failed step attempts, after commit
         # Who claims (recorded with the lease), and who judges whether a holder found is gone.
         self.holders = lease_holders or holders.local()
         self.found: bool | None = None  # after a claim that matched nothing: whether the row exists
@@ -105,6 +106,9 @@ class Journal:
             seed=execution["seed"],
             lost=execution["lost_deliveries"],
         )
+        logs.update(workflow=self.claimed.workflow)  # in the delivery's scope (Engine.deliver)
+        if self.claimed.delivery == 1:  # the claim is committed: this is the run's start
+            self._announce(observing.STARTED, status=ExecutionStatus.RUNNING)
         return self.claimed
 
     def _take_over(self):
@@ -149,8 +153,10 @@ class Journal:
             fields = {name: getattr(record, name) for name in RECORD_FIELDS if name != "key"}
             if not storage.update_step(self.execution_id, record.key, fields, token=self.token):
                 self._rejected(f"update of step {record.key!r}")
+            self._written(record)
             return
         if storage.insert_step(self.execution_id, self.token, record):
+            self._written(record)
             return
         # Nothing was inserted: either the lease is gone or the key is already recorded.
         if not storage.holds_lease(self.execution_id, self.token):
@@ -182,6 +188,8 @@ class Journal:
     def write_steps(self, records: list[StepRecordData]) -> None:
         """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""
         if self.storage.insert_steps(self.execution_id, self.token, records):
+            for record in records:
+                self._written(record)
             return
         if not self.storage.holds_lease(self.execution_id, self.token):
             self._rejected(f"steps {records[0].key!r}...")
@@ -205,6 +213,7 @@ class Journal:
                 self.execution_id, record.key, fields, token=self.token, statuses=[previous.status]
             )
         if written:
+            self._written(record)
             return
         if not storage.holds_lease(self.execution_id, self.token):
             self._rejected(f"step {record.key!r}")
@@ -252,9 +261,27 @@ class Journal:
             outcome, enqueue = woken, True
         if enqueue:
             self.storage.enqueue(dispatch.DELIVER, (self.execution_id,), self.queue)
-        if row.watched and fields["status"] in TERMINAL and self.engine is not None:
-            self.engine.finished(self.execution_id)
+        if fields["status"] in TERMINAL:
+            self._announce(observing.FINISHED, status=fields["status"], error=fields.get("error"))
+            if row.watched and self.engine is not None:
+                self.engine.finished(self.execution_id)
         return outcome
+
+    def _written(self, record: StepRecordData) -> None:
+        """A step record this delivery wrote: announce it if it records a failed attempt."""
+        if observing.failed_attempt(record):
+            self._announce(
+                observing.STEP_FAILED,
+                step_key=record.key,
+                status=record.status,
+                attempt=record.attempts,
+                error=record.error,
+            )
+
+    def _announce(self, event: str, **fields) -> None:
+        workflow = self.claimed.workflow if self.claimed is not None else None
+        fields.update(execution_id=self.execution_id, workflow=workflow)
+        observing.announce(self.storage, self.notify, event, **fields)
 
     def close(self) -> None:
         """The delivery is over, whatever happened: stop renewing the lease."""

@@ -19,11 +19,10 @@ names the origin's child, a kept effect is not performed again.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from durableflow import exceptions
-from durableflow.engine import sagas
+from durableflow.engine import logs, sagas
 from durableflow.engine.items import ITEM
 from durableflow.engine.metadata import replay_changes
 from durableflow.engine.states import TERMINAL, StepStatus
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Lineage"]
 
-logger = logging.getLogger("durableflow")
+logger = logs.logger("durableflow")
 
 _KEPT = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
 
@@ -48,7 +47,7 @@ class Lineage:
             new, _ = self.start(origin.workflow, origin.params, queue=origin.queue)
             self.storage.update_execution(new.id, {"origin_id": origin.id, "origin_kind": "rerun"})
             made = self.get(new.id)
-        logger.info("execution %s rerun as %s", execution_id, made.id)
+        logger.info("execution %s rerun as %s", execution_id, made.id, extra={"execution_id": made.id})
         return made
 
     def fork(self: Engine, execution_id: str, *, from_step: str) -> Any:
@@ -99,7 +98,14 @@ class Lineage:
                 },
             )
             made = self.get(new.id)
-        logger.info("execution %s forked from step %r as %s (%d records kept)", execution_id, from_step, made.id, len(kept))
+        logger.info(
+            "execution %s forked from step %r as %s (%d records kept)",
+            execution_id,
+            from_step,
+            made.id,
+            len(kept),
+            extra={"execution_id": made.id},
+        )
         return made
 
     def _finished_origin(self: Engine, execution_id: str, verb: str) -> Any:

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
+
+from durableflow.engine import logs
 
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
 __all__ = ["Pruning"]
 
-logger = logging.getLogger("durableflow")
+logger = logs.logger("durableflow")
 
 
 class Pruning:

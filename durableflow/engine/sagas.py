@@ -34,10 +34,10 @@ the code returns. The delivery then unwinds and records ``cancelled``.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
+from durableflow.engine import logs
 from durableflow.engine.records import (
     CancelRequested,
     CompensateRequested,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Saga", "KIND", "PREFIX", "compensation_key", "unwind", "report_entry"]
 
-logger = logging.getLogger("durableflow.saga")
+logger = logs.logger("durableflow.saga")
 
 S = ExecutionStatus
 KIND = "compensation"
@@ -156,7 +156,10 @@ def _run_one(ctx: Context, step: str, fn: Callable[[Any], Any], value: Any) -> d
             step=step,
         )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - recorded; the other compensations still run
-        logger.warning("execution %s: the compensation of step %r failed: %s", ctx.execution_id, step, exc)
+        logger.warning(
+            "execution %s: the compensation of step %r failed: %s", ctx.execution_id, step, exc,
+            extra={"step_key": step},
+        )  # fmt: skip
         failure = values.encode_error(exc, step=step)
     finally:
         ctx._in_step = None

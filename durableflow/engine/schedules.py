@@ -23,12 +23,12 @@ which returns the existing execution.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from durableflow import exceptions
+from durableflow.engine import logs
 
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
@@ -48,7 +48,7 @@ __all__ = [
     "Schedules",
 ]
 
-logger = logging.getLogger("durableflow.schedules")
+logger = logs.logger("durableflow.schedules")
 
 CATCH_UP = ("one", "none", "all")
 MAX_CATCH_UP = 1000  # missed ticks one tick starts at most with catch_up="all" (the latest)

@@ -31,6 +31,9 @@ class EngineSettings:
     # "effect" and the step's key). None: the body itself. ``WorkflowTester(steps=...)`` gives
     # its fixtures, and counts the bodies that really run, through it.
     step_body: Callable[[str, str, Callable[..., Any]], Callable[..., Any]] | None = None
+    # Told ``(event, fields)`` after the commit that made it true: a run started, finished, a
+    # step attempt failed (``durableflow.engine.observing``; Django's face sends its signals).
+    notify: Callable[[str, dict[str, Any]], None] | None = None
 
     def lease_holders(self) -> Holders:
         return self.holders if self.holders is not None else local()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any, Iterable
 
 from durableflow import dispatch, exceptions, values
+from durableflow.engine import logs, observing
 from durableflow.engine.records import retry_target
 from durableflow.engine.starts import MAX_ID_LENGTH
 from durableflow.engine.states import (
@@ -28,7 +28,7 @@ __all__ = ["Steering", "is_stalled", "OUTCOME_FIELDS"]
 # What ``outcome`` and ``final`` read of an execution: a waiting caller reads no more.
 OUTCOME_FIELDS = ("id", "status", "result", "error", "continued_as")
 
-logger = logging.getLogger("durableflow")
+logger = logs.logger("durableflow")
 
 S = ExecutionStatus
 _WAKEABLE = sources_for(S.PENDING) & DUE_ONLY
@@ -95,7 +95,7 @@ class Steering:
             for child in self.storage.execution_ids(parent_id=execution_id, statuses=RUNNABLE):
                 self.cancel(child, f"its parent {execution_id} was cancelled")
             cancelled = self.get(execution_id)
-        logger.info("execution %s cancelled: %s", execution_id, message)
+        logger.info("execution %s cancelled: %s", execution_id, message, extra={"execution_id": execution_id})
         return cancelled
 
     def _end_cancelled(self: Engine, execution_id: str, error: dict[str, Any]) -> None:
@@ -109,6 +109,15 @@ class Steering:
         # Read after the write, which holds the row: a wait registered on this execution's end
         # is either seen here or sees it cancelled.
         cancelled = self.get(execution_id)
+        observing.announce(
+            self.storage,
+            self.settings.notify,
+            observing.FINISHED,
+            execution_id=execution_id,
+            workflow=cancelled.workflow,
+            status=S.CANCELLED,
+            error=error,
+        )
         if cancelled.watched:
             self.finished(execution_id)
         self.free_slots(cancelled.workflow, cancelled.concurrency_key)  # a holder's slot, with this commit
@@ -166,7 +175,7 @@ class Steering:
             # Read before the commit sends the delivery: the caller sees the run as retried,
             # not as whatever a fast worker made of it since.
             retried = self.get(execution_id)
-        logger.info("execution %s retried", execution_id)
+        logger.info("execution %s retried", execution_id, extra={"execution_id": execution_id})
         return retried
 
     def wake(self: Engine, execution_ids: Iterable[str]) -> list[str]:

@@ -18,6 +18,8 @@ Transactions, clock and outbox
                                          (at once outside one); returns whether it was sent
     ``enqueue_many(task, args_list, queue)``
                                          the same for several messages, sent together (one broker connection)
+    ``after_commit(fn)``                 call ``fn`` (no arguments) once the current transaction commits (at
+                                         once outside one), never if it rolls back (``durableflow.engine.observing``)
 
 Executions
     ``create_execution(fields)``         insert; ``None`` if its id or (workflow, idempotency key) is taken,
@@ -213,7 +215,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.transactions import Scope
@@ -266,6 +268,7 @@ class Storage(Protocol):
     def monotonic(self) -> float: ...
     def enqueue(self, task: str, args: tuple, queue: str) -> bool: ...
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool: ...
+    def after_commit(self, fn: Callable[[], None]) -> None: ...
 
     # Executions
     def create_execution(self, fields: dict[str, Any]) -> Any | None: ...

@@ -20,12 +20,11 @@ outcome) is caught by the sweep (``sweep_store_waiters``), at most one sweep int
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import faults, tracking
+from durableflow.engine import faults, logs, tracking
 from durableflow.engine.records import LeaseLost
 from durableflow.engine.states import DUE_ONLY, TERMINAL
 from durableflow.engine.storage import NOW
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Stores"]
 
-logger = logging.getLogger("durableflow.stores")
+logger = logs.logger("durableflow.stores")
 
 _DELETE: Any = object()
 _ATTEMPTS = 20  # compare-and-set retries before giving up (only a non-serialising database needs any)

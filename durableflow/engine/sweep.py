@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durableflow import dispatch, exceptions
+from durableflow.engine import logs
 from durableflow.engine.context import iso
 from durableflow.engine.starts import DEADLINE_EXCEEDED
 from durableflow.engine.states import ExecutionStatus, StepStatus
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Sweeping"]
 
-logger = logging.getLogger("durableflow")
+logger = logs.logger("durableflow")
 
 S = ExecutionStatus
 
@@ -95,7 +95,12 @@ class Sweeping:
                 try:
                     self.cancel(pk, f"its deadline ({iso(deadline_at)}) passed", code=DEADLINE_EXCEEDED)
                 except exceptions.InvalidTransition as exc:  # pragma: no cover - the row is locked here
-                    logger.warning("sweep: execution %s is past its deadline but could not be cancelled: %s", pk, exc)
+                    logger.warning(
+                        "sweep: execution %s is past its deadline but could not be cancelled: %s",
+                        pk,
+                        exc,
+                        extra={"execution_id": pk},
+                    )
                     continue
                 cancelled += 1
         return cancelled
@@ -115,7 +120,12 @@ class Sweeping:
                 continue
             expired = expired or storage.now() - timedelta(seconds=1)
             if storage.update_execution(pk, {"lease_expires_at": expired, "enqueued_at": NOW}, token=token):
-                logger.warning("sweep: the holder of execution %s's lease (%s) is gone; delivering it again", pk, holder)
+                logger.warning(
+                    "sweep: the holder of execution %s's lease (%s) is gone; delivering it again",
+                    pk,
+                    holder,
+                    extra={"execution_id": pk},
+                )
                 storage.enqueue(dispatch.DELIVER, (pk,), queue)
                 taken += 1
         return taken

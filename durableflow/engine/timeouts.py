@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import contextvars
 import ctypes
-import logging
 import math
 import signal
 import threading
@@ -53,10 +52,11 @@ import time
 from typing import Any, Callable
 
 from durableflow import exceptions
+from durableflow.engine import logs
 
 __all__ = ["call_with_timeout"]
 
-logger = logging.getLogger("durableflow.timeouts")
+logger = logs.logger("durableflow.timeouts")
 
 # A timer expiry is never early by the kernel's clock; this absorbs rounding to microseconds.
 _SLACK = 0.001

@@ -21,16 +21,16 @@ the step, the two storages and ``durableflow.dispatch``:
 
 from __future__ import annotations
 
-import logging
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Callable, Iterator
 
 from durableflow import exceptions
+from durableflow.engine import logs
 
 __all__ = ["Scope", "TransactionRefused", "current", "entered", "refuse", "transient"]
 
-logger = logging.getLogger("durableflow.transactions")
+logger = logs.logger("durableflow.transactions")
 
 # SQLSTATEs worth retrying the whole transaction for: serialization_failure, deadlock_detected.
 TRANSIENT_SQLSTATES = frozenset({"40001", "40P01"})

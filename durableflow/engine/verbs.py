@@ -10,10 +10,9 @@ they use; the storages implement only ``durableflow.engine.storage.Storage``.
 
 from __future__ import annotations
 
-import logging
 import time
 
-from durableflow.engine import driver, faults, replays
+from durableflow.engine import driver, faults, logs, replays
 from durableflow.engine.concurrency import Slots
 from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
@@ -33,7 +32,7 @@ from durableflow.registry import Registry
 
 __all__ = ["Engine", "ARRIVAL_PAUSES"]
 
-logger = logging.getLogger("durableflow.delivery")  # where the driver logs the rest of a delivery
+logger = logs.logger("durableflow.delivery")  # where the driver logs the rest of a delivery
 
 # How long a delivery that finds no execution waits for its row, pause by pause (seconds): a
 # start's INSERT was sent before its message, so the row is normally there within a
@@ -60,6 +59,7 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
             lease_seconds=self.settings.lease_seconds,
             engine=delivering,
             lease_holders=self.settings.lease_holders(),
+            notify=self.settings.notify,
         )
 
     def replay_check(self, execution_id: str) -> replays.Verdict:
@@ -82,14 +82,17 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
         it claimed anything (a connection the database dropped while it was idle) is tried once
         more at once, on a new connection.
         """
-        happened, journal = self._deliver(execution_id)
-        if happened == faults.FAULT and journal.claimed is None:
-            self.storage.reset()
+        with logs.scope(execution_id=execution_id, workflow=None, step_key=None):  # the claim adds the workflow
             happened, journal = self._deliver(execution_id)
-        if happened == faults.FAULT:
-            self._give_back(journal)
-        elif happened == driver.SKIPPED:
-            logger.info("delivery skipped: execution %s is not runnable, is leased or does not exist", execution_id)
+            if happened == faults.FAULT and journal.claimed is None:
+                self.storage.reset()
+                happened, journal = self._deliver(execution_id)
+            if happened == faults.FAULT:
+                self._give_back(journal)
+            elif happened == driver.SKIPPED:
+                logger.info(
+                    "delivery skipped: execution %s is not runnable, is leased or does not exist", execution_id
+                )
         return happened
 
     def _deliver(self, execution_id: str) -> tuple[str, Journal]:
@@ -133,3 +136,7 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
                 raise
             logger.info("execution %s: its lease could not be given back (%s); it lapses", journal.execution_id, exc)
             storage.reset()
+
+
+# Modules that take their logger from ``logging.getLogger``: their records carry the fields too.
+logs.attach()

@@ -14,12 +14,12 @@ read before is delivered again at once.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from durableflow import exceptions, values
+from durableflow.engine import logs
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, CLOSED, NOW, TAKEN, Storage
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Waits", "EVENT", "SIGNAL", "TOKEN", "CHILD", "contains", "satisfy", "check_name", "check_payload"]
 
-logger = logging.getLogger("durableflow")
+logger = logs.logger("durableflow")
 
 EVENT, SIGNAL, TOKEN, CHILD = "event", "signal", "token", "child"
 

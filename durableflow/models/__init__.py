@@ -8,6 +8,7 @@ from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
 from durableflow.models.ratelimits import RateLimitAdmission
 from durableflow.models.stores import Store, StoreLedger, StoreWaiter
+from durableflow.models.sweeps import SweepRun
 from durableflow.models.waits import Event, Waiter
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "Waiter",
     "WorkflowDocument",
     "RateLimitAdmission",
+    "SweepRun",
 ]

@@ -32,17 +32,26 @@ class ExecutionQuerySet(models.QuerySet):
 
     def due(self, now=None):
         """Waiting executions whose timer, retry or timeout is due (``now``: the database clock)."""
-        return self.filter(status_in(DUE_ONLY), wake_at__lte=now if now is not None else Now())
+        return self.filter(due(now))
 
     def stale(self, redeliver_after: float, now=None):
         """Runnable but nobody is on it: its lease expired, or its wake-up message is overdue."""
-        now = now if now is not None else Now()
-        return self.filter(
-            Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now),
-            status__in=ACTIVE,
-            enqueued_at__lt=now - timedelta(seconds=redeliver_after),
-            concurrency_ticket__isnull=True,
-        )
+        return self.filter(stale(redeliver_after, now))
+
+
+def due(now=None) -> Q:
+    """``ExecutionQuerySet.due``'s condition (also counted by ``durableflow.monitoring``)."""
+    return status_in(DUE_ONLY) & Q(wake_at__lte=now if now is not None else Now())
+
+
+def stale(redeliver_after: float, now=None) -> Q:
+    """``ExecutionQuerySet.stale``'s condition (also counted by ``durableflow.monitoring``)."""
+    now = now if now is not None else Now()
+    return (Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now)) & Q(
+        status__in=ACTIVE,
+        enqueued_at__lt=now - timedelta(seconds=redeliver_after),
+        concurrency_ticket__isnull=True,
+    )
 
 
 class Execution(models.Model):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef
@@ -115,6 +115,9 @@ class OrmCore:
             transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue), using=self.alias)
             return True
         return dispatch.send_many(task, args_list, queue)
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        transaction.on_commit(fn, using=self.alias)  # at once outside a transaction
 
     # Executions -----------------------------------------------------------------------
 

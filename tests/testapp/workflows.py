@@ -14,6 +14,7 @@ from tests.testapp import (
     effects,  # noqa: F401 - registers the workflows with effects
     faults,  # noqa: F401 - the workflows that meet database failures (and their injection)
     limits,  # noqa: F401 - concurrency keys on real workers
+    observers,  # noqa: F401 - receivers of durableflow's signals, and their workflow
     ratelimits,  # noqa: F401 - rate-limited steps
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)

@@ -123,7 +123,8 @@ class MemoryCore:
         self.lock = threading.RLock()
         # Task messages "sent" after commit, in order: (task, args, queue). A tester reads them.
         self.outbox: list[tuple[str, tuple, str]] = []
-        self._pending: list[list[tuple[str, tuple, str]]] = []
+        # Per open transaction: its messages, and its after-commit hooks (callables) in order.
+        self._pending: list[list[Any]] = []
 
     # Transactions, clock and outbox --------------------------------------------------
 
@@ -142,7 +143,14 @@ class MemoryCore:
             if self._pending:
                 self._pending[-1].extend(messages)
             else:
-                self.outbox.extend(messages)
+                self._commit(messages)
+
+    def _commit(self, messages: list[Any]) -> None:
+        """The outermost transaction committed: send its messages, then call its ``after_commit`` hooks."""
+        self.outbox.extend(message for message in messages if isinstance(message, tuple))
+        for hook in messages:
+            if callable(hook):
+                hook()
 
     def now(self) -> datetime:
         return self.clock()
@@ -160,6 +168,13 @@ class MemoryCore:
             for args in args_list:
                 self.enqueue(task, args, queue)
         return True
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        with self.lock:
+            if self._pending:
+                self._pending[-1].append(fn)  # kept with the transaction's messages, dropped on rollback
+                return
+        fn()
 
     def _value(self, value: Any) -> Any:
         return self.clock() if value is NOW else clone(value)

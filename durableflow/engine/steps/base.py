@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
+from durableflow.engine import logs
 from durableflow.engine.context import iso, parse_iso
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
@@ -41,7 +42,8 @@ class StepBase:
         started = ctx._journal.now()
         ctx._in_step = key
         try:
-            return started, call(), None
+            with logs.scope(step_key=key):  # what the body logs names its step
+                return started, call(), None
         except Exception as exc:
             return started, None, exc
         finally:
@@ -62,7 +64,8 @@ class StepBase:
             return self._record_failure(kind, key, record, attempt, exc, started, exclusive=exclusive, carry=carry)
         now = ctx._journal.now()
         until = now + timedelta(seconds=delay)
-        ctx.logger.info("step %r attempt %d failed (%s); retrying in %.3g s", key, attempt, exc, delay)
+        with logs.scope(step_key=key):
+            ctx.logger.info("step %r attempt %d failed (%s); retrying in %.3g s", key, attempt, exc, delay)
         waiting = StepRecordData(
             key=key,
             kind=kind,

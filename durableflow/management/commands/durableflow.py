@@ -1,6 +1,7 @@
 """``manage.py durableflow <command>``: operations on durableflow's tables.
 
-``prune --older-than 30d``; ``replay-check`` (the deploy gate: would the code installed here
+``prune --older-than 30d``; ``status [--json]`` (counts, the sweep's backlog and last run);
+``replay-check`` (the deploy gate: would the code installed here
 replay the stored journals, or stall them?); ``export <id>`` (an execution and its journal as
 JSON, for ``durableflow.testing.replay``).
 """
@@ -11,11 +12,11 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from durableflow import exceptions, operations
+from durableflow import exceptions, monitoring, operations
 
 
 class Command(BaseCommand):
-    help = "Operate on durableflow's executions (prune, replay-check, export)."
+    help = "Operate on durableflow's executions (prune, status, replay-check, export)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         commands = parser.add_subparsers(dest="command", required=True, metavar="command")
@@ -32,6 +33,16 @@ class Command(BaseCommand):
             help="How long ago they finished: 30d, 12h, 15m, 90s, 2w, or an ISO 8601 duration (P30D).",
         )
         prune.add_argument("--batch", type=int, default=1000, help="Executions deleted per transaction (1000).")
+
+        status = commands.add_parser(
+            "status",
+            help="Counts by status and workflow, the sweep's backlog and last run, the oldest late executions.",
+            description="Counts of executions by status and by workflow; the sweep's backlog (due, overdue, "
+            "expired leases, stale, past their deadline, stalled) with the oldest executions of each; the "
+            "oldest waiting ones; and when the sweep last ran, which tells whether beat is running. "
+            "Times are the database's clock. Reads only.",
+        )
+        status.add_argument("--json", action="store_true", help="Print the report as one JSON object.")
 
         check = commands.add_parser(
             "replay-check",
@@ -61,11 +72,20 @@ class Command(BaseCommand):
     def handle(self, *args, command: str, **options) -> None:
         if command == "prune":
             self.handle_prune(options["older_than"], options["batch"])
+        elif command == "status":
+            self.handle_status(as_json=options["json"])
         elif command == "replay-check":
             chosen = {name: options[name] for name in ("workflow", "last", "since", "finished")}
             self.handle_replay_check(**chosen, as_json=options["json"])
         else:
             self.handle_export(options["execution_id"])
+
+    def handle_status(self, *, as_json: bool) -> None:
+        report = monitoring.status()
+        if as_json:
+            self.stdout.write(json.dumps(monitoring.as_json(report), indent=2))
+        else:
+            self.stdout.write(monitoring.render(report), ending="")
 
     def handle_prune(self, older_than: str, batch: int) -> None:
         try:
