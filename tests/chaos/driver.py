@@ -36,7 +36,7 @@ class Size:
     seeds: tuple[int, ...]
 
 
-TIERS = {"smoke": Size(runs=8, seeds=(24,)), "full": Size(runs=24, seeds=(24, 25, 26))}
+TIERS = {"smoke": Size(runs=12, seeds=(24,)), "full": Size(runs=24, seeds=(24, 25, 26))}
 
 
 @dataclass
@@ -183,11 +183,21 @@ class Chaos:
             time.sleep(0.2)
         return None
 
+    def held_by(self, ids: list[str], pids: list[int]) -> int:
+        """How many of ``ids`` are running under a lease held by one of ``pids``."""
+        rows = self.sql(
+            "SELECT lease_holder FROM durableflow_execution WHERE id = ANY(%s) AND status = 'running' "
+            "AND lease_holder IS NOT NULL",
+            [ids],
+        )
+        return sum(1 for (holder,) in rows if int(holder.rsplit(" ", 2)[1]) in pids)  # "host pid started"
+
     def running_body_pid(self, within: float = 0.4) -> int | None:
         """A pool process whose step body began in the last ``within`` seconds (so still runs)."""
         children = self.pool_children()
         rows = self.sql(
-            "SELECT pid FROM testapp_chaosledger WHERE kind = 'body' AND at > clock_timestamp() - %s * interval '1 second' "
+            "SELECT pid FROM testapp_chaosledger WHERE kind = 'body' "
+            "AND at > clock_timestamp() - %s * interval '1 second' "
             "ORDER BY at DESC",
             [within],
         )

@@ -63,12 +63,22 @@ def no_body_after_its_record(sql: Sql, outcome: Outcome):
                       "after the record": [f"{e}/{s} (pid {p})" for e, s, p in rows][:10]}  # fmt: skip
 
 
-def effects_at_most_once(sql: Sql, outcome: Outcome):
-    rows = sql(
-        "SELECT step, count(*) FROM testapp_chaosledger WHERE kind = 'perform' AND execution_id = ANY(%s) "
-        "GROUP BY step HAVING count(*) > 1",
-        [outcome.ids],
+def _twice(sql: Sql, kind: str, outcome: Outcome) -> list[tuple]:
+    """``(execution, step)`` where the ledger has more than one ``kind`` row."""
+    return sql(
+        "SELECT execution_id, step FROM testapp_chaosledger WHERE kind = %s AND execution_id = ANY(%s) "
+        "GROUP BY execution_id, step HAVING count(*) > 1",
+        [kind, outcome.ids],
     )
+
+
+def _ledger_rows(sql: Sql, kind: str, outcome: Outcome) -> int:
+    query = "SELECT count(*) FROM testapp_chaosledger WHERE kind = %s AND execution_id = ANY(%s)"
+    return sql(query, [kind, outcome.ids])[0][0]
+
+
+def effects_at_most_once(sql: Sql, outcome: Outcome):
+    rows = _twice(sql, "perform", outcome)
     # A completed run's effect was performed, once (its receipt came from that one perform).
     unperformed = sql(
         "SELECT e.id FROM durableflow_execution e WHERE e.id = ANY(%s) AND e.status = 'completed' "
@@ -76,19 +86,15 @@ def effects_at_most_once(sql: Sql, outcome: Outcome):
         "WHERE l.kind = 'perform' AND l.step = e.id || ':charge')",
         [outcome.ids],
     )
-    (performs,) = sql(
-        "SELECT count(*) FROM testapp_chaosledger WHERE kind = 'perform' AND execution_id = ANY(%s)", [outcome.ids]
-    )[0]
-    return not rows and not unperformed, {"performs": performs, "twice": [s for s, _ in rows][:10],
-                                          "completed without a perform": [r[0] for r in unperformed][:10]}  # fmt: skip
+    return not rows and not unperformed, {
+        "performs": _ledger_rows(sql, "perform", outcome),
+        "twice": [step for _, step in rows][:10],
+        "completed without a perform": [r[0] for r in unperformed][:10],
+    }
 
 
 def compensations_at_most_once(sql: Sql, outcome: Outcome):
-    twice = sql(
-        "SELECT execution_id, count(*) FROM testapp_chaosledger WHERE kind = 'compensate' "
-        "AND execution_id = ANY(%s) GROUP BY execution_id, step HAVING count(*) > 1",
-        [outcome.ids],
-    )
+    twice = _twice(sql, "compensate", outcome)
     # A run cancelled after its compensable step was recorded compensated it; a completed one did not.
     wrong = sql(
         "SELECT e.id, e.status FROM durableflow_execution e WHERE e.id = ANY(%s) AND e.workflow = 'chaos.flow' AND "
@@ -97,11 +103,11 @@ def compensations_at_most_once(sql: Sql, outcome: Outcome):
         "durableflow_steprecord r WHERE r.execution_id = e.id AND r.key = 'reserve') THEN 1 ELSE 0 END",
         [outcome.ids],
     )
-    (done,) = sql(
-        "SELECT count(*) FROM testapp_chaosledger WHERE kind = 'compensate' AND execution_id = ANY(%s)", [outcome.ids]
-    )[0]
-    return not twice and not wrong, {"compensations": done, "twice": [e for e, _ in twice][:10],
-                                     "not once where due": [f"{e} ({s})" for e, s in wrong][:10]}  # fmt: skip
+    return not twice and not wrong, {
+        "compensations": _ledger_rows(sql, "compensate", outcome),
+        "twice": [f"{e}/{s}" for e, s in twice][:10],
+        "not once where due": [f"{e} ({s})" for e, s in wrong][:10],
+    }
 
 
 def store_counter_exact(sql: Sql, outcome: Outcome):

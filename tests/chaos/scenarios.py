@@ -12,11 +12,15 @@ import random
 import signal
 import threading
 import time
+from datetime import timedelta
 from typing import Callable
+
+from django.utils import timezone
 
 from tests.chaos.driver import LEASE, Chaos, Outcome, Size
 
 HOLD = 0.4  # seconds each step body takes: long enough for a kill to land inside one
+STORM = 20.0  # seconds of connection terminations
 CANCELLED = (("cancelled", "compensated"), ("CANCELLED",))
 
 
@@ -30,8 +34,19 @@ def _flow(chaos: Chaos, outcome: Outcome, tag: str, n: int, wave: int = 0, **par
     return ids
 
 
+def _kill_a_running_body(chaos: Chaos, outcome: Outcome) -> None:
+    """SIGKILL a pool process whose step body is running, if one is."""
+    pid = chaos.running_body_pid()
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            outcome.count("pool children killed mid-step")
+        except ProcessLookupError:
+            pass
+
+
 def terminate_connections(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
-    """Every client backend of the database terminated every 0.5-1.5 s for 20 s, runs started
+    """Every client backend of the database terminated every 0.5-1.5 s for ``STORM`` s, runs started
     in two waves meanwhile (the test process's own starts meet it too, and retry)."""
     outcome, stopped = Outcome(store=tag), threading.Event()
 
@@ -48,10 +63,13 @@ def terminate_connections(chaos: Chaos, rng: random.Random, size: Size, tag: str
     thread = threading.Thread(target=terminator, name="terminator", daemon=True)
     thread.start()
     try:
-        _flow(chaos, outcome, tag, size.runs // 2, wave=0, nap=1)
+        # Each run naps until just after the storm: only the sweep can wake them, once every
+        # pool process had its connections terminated (the path that once stopped for good).
+        until = (timezone.now() + timedelta(seconds=STORM)).isoformat()
+        _flow(chaos, outcome, tag, size.runs // 2, wave=0, until=until)
         _until(8, began)
-        _flow(chaos, outcome, tag, size.runs - size.runs // 2, wave=1, nap=1)
-        _until(20, began)
+        _flow(chaos, outcome, tag, size.runs - size.runs // 2, wave=1, until=until)
+        _until(STORM, began)
     finally:
         stopped.set()
         thread.join(timeout=30)
@@ -69,13 +87,7 @@ def kill_pool_child(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> O
     began, kills = time.monotonic(), max(3, size.runs // 2)
     while outcome.faults.get("pool children killed mid-step", 0) < kills and time.monotonic() - began < 30:
         time.sleep(rng.uniform(0.5, 1.5))
-        pid = chaos.running_body_pid()
-        if pid is not None:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                outcome.count("pool children killed mid-step")
-            except ProcessLookupError:
-                pass
+        _kill_a_running_body(chaos, outcome)
     outcome.calm_at = time.monotonic()
     return outcome
 
@@ -83,12 +95,14 @@ def kill_pool_child(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> O
 def kill_worker_tree(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
     """Each worker's whole process tree SIGKILLed in turn while runs are under way, and started again."""
     outcome = Outcome(store=tag)
-    _flow(chaos, outcome, tag, size.runs)
-    for number in range(2):
+    ids = _flow(chaos, outcome, tag, size.runs)
+    for _ in range(2):
         time.sleep(rng.uniform(1.5, 3.0))
         victim = chaos.workers[0]
+        held = chaos.held_by(ids, victim.children())
         victim.kill(signal.SIGKILL)
         outcome.count("worker trees killed")
+        outcome.count("runs held by a killed tree", held)
         chaos.restart_worker(victim)
     outcome.calm_at = time.monotonic()
     return outcome
@@ -98,11 +112,12 @@ def stop_past_the_lease(chaos: Chaos, rng: random.Random, size: Size, tag: str) 
     """One worker's whole tree SIGSTOPped for the lease and 4 s more, then SIGCONTed: its
     deliveries' leases expire, the other worker takes them over, the zombie wakes up."""
     outcome = Outcome(store=tag)
-    _flow(chaos, outcome, tag, size.runs)
+    ids = _flow(chaos, outcome, tag, size.runs)
     time.sleep(rng.uniform(1.5, 2.5))
     zombie = chaos.workers[0]
     zombie.kill(signal.SIGSTOP)
     outcome.count("workers stopped")
+    outcome.count("runs held by the stopped worker", chaos.held_by(ids, zombie.children()))
     try:
         time.sleep(LEASE + 4)
     finally:
@@ -127,11 +142,17 @@ def duplicate_deliveries(chaos: Chaos, rng: random.Random, size: Size, tag: str)
     return outcome
 
 
-def redis_restarted_empty(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
-    """The broker SIGKILLed under running executions and started again empty 3 s later."""
+def _under_way(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
+    """Runs started and given a second or two to get going: a service fault meets them mid-way."""
     outcome = Outcome(store=tag)
     _flow(chaos, outcome, tag, size.runs, nap=1)
     time.sleep(rng.uniform(1.0, 2.0))
+    return outcome
+
+
+def redis_restarted_empty(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
+    """The broker SIGKILLed under running executions and started again empty 3 s later."""
+    outcome = _under_way(chaos, rng, size, tag)
     chaos.redis.kill()
     outcome.count("redis killed")
     time.sleep(3)
@@ -142,9 +163,7 @@ def redis_restarted_empty(chaos: Chaos, rng: random.Random, size: Size, tag: str
 
 def postgres_restarted(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
     """PostgreSQL restarted ``-m immediate`` (a crash: every backend gone, WAL recovery)."""
-    outcome = Outcome(store=tag)
-    _flow(chaos, outcome, tag, size.runs, nap=1)
-    time.sleep(rng.uniform(1.0, 2.0))
+    outcome = _under_way(chaos, rng, size, tag)
     chaos.postgres.restart_immediate()
     outcome.count("postgres restarts")
     outcome.calm_at = time.monotonic()
@@ -198,14 +217,7 @@ def cancel_storm(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outc
             outcome.count("cancels")
         except InvalidTransition:
             pass
-        if number % 2 == 1:
-            pid = chaos.running_body_pid()
-            if pid is not None:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    outcome.count("pool children killed mid-step")
-                except ProcessLookupError:
-                    pass
+        _kill_a_running_body(chaos, outcome)
     outcome.calm_at = time.monotonic()
     return outcome
 

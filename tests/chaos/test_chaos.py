@@ -25,7 +25,11 @@ def test_each_invariant_fails_on_a_breach_of_its_promise(chaos):
     """Breaches written by hand around the warm-up run (``t.ping``, one step ``pong``): every
     check but "one record per step" fails (that breach cannot be written: a unique constraint)."""
     victim, store = "chaos-warm-up", f"selftest-{uuid.uuid4().hex[:6]}"
-    ledger = "INSERT INTO testapp_chaosledger (nonce, execution_id, step, kind, pid, at) VALUES (%s, %s, %s, %s, 0, clock_timestamp())"
+    ledger = (
+        "INSERT INTO testapp_chaosledger (nonce, execution_id, step, kind, pid, at) "
+        "VALUES (%s, %s, %s, %s, 0, clock_timestamp())"
+    )
+    restore = "UPDATE durableflow_execution SET status = 'completed', lease_expires_at = NULL WHERE id = %s"
     chaos.ensure(beats=0)  # no sweep may act on the run made to look stuck
     try:
         for step, kind in [("pong", "body"), *[(f"{victim}:charge", "perform")] * 2, *[("reserve", "compensate")] * 2]:
@@ -40,12 +44,12 @@ def test_each_invariant_fails_on_a_breach_of_its_promise(chaos):
         outcome = Outcome(store=store)
         outcome.add([victim, "chaos-never-started"], ("failed",))
         stuck = invariants.check(chaos.sql, outcome)
-        chaos.sql("UPDATE durableflow_execution SET status = 'completed', lease_expires_at = NULL WHERE id = %s", [victim])
+        chaos.sql(restore, [victim])
         finished = invariants.check(chaos.sql, outcome)
     finally:
         chaos.sql("DELETE FROM testapp_chaosledger WHERE execution_id = %s", [victim])
         chaos.sql("DELETE FROM durableflow_store WHERE store_id = %s", [store])
-        chaos.sql("UPDATE durableflow_execution SET status = 'completed', lease_expires_at = NULL WHERE id = %s", [victim])
+        chaos.sql(restore, [victim])
         chaos.ensure()
 
     broken = {name for name, result in stuck.items() if not result["ok"]}

@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 import uuid
+from datetime import datetime
 
 import durableflow
 
@@ -129,7 +130,8 @@ def expected_result(execution_id: str) -> dict:
 
 @durableflow.workflow("chaos.flow")
 def flow(ctx, params):
-    """Steps, a compensable step, a store counter, an effect, optionally a wait and a nap."""
+    """Steps, a compensable step, a store counter, an effect, optionally a wait and a nap
+    (``nap`` seconds, or ``until`` an ISO time)."""
     eid, hold = ctx.execution_id, params.get("hold", 0.2)
     out = {"s0": ctx.step.run("s0", body, eid, "s0", hold)}
     if params.get("die_after_commit"):
@@ -149,6 +151,8 @@ def flow(ctx, params):
         ctx.step.wait_for_signal("go", "go")
     if params.get("nap"):
         ctx.step.sleep("nap", params["nap"])
+    elif params.get("until"):
+        ctx.step.sleep_until("nap", datetime.fromisoformat(params["until"]))
     out["s1"] = ctx.step.run("s1", body, eid, "s1", hold)
     out["s2"] = ctx.step.run("s2", body, eid, "s2", hold)
     return out
