@@ -62,7 +62,7 @@ class Report:
             "|---|---|---|---|---|" + "---|" * len(NAMES),
         ]
         for entry in d["scenarios"]:
-            faults = ", ".join(f"{n} {k}" for k, n in entry["faults"].items()) or "-"
+            faults = "; ".join(f"{k}: {n}" for k, n in entry["faults"].items()) or "-"
             drain = "not drained" if entry["drain_seconds"] is None else f"{entry['drain_seconds']:.1f}"
             cells = ["0" if entry["invariants"][n]["ok"] else "**FAIL**" for n in NAMES]
             lines.append(f"| {entry['scenario']} | {entry['seed']} | {entry['runs']} | {faults} | {drain} | "
