@@ -78,12 +78,19 @@ def terminate_connections(chaos: Chaos, rng: random.Random, size: Size, tag: str
 
 
 def kill_pool_child(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
-    """A pool process SIGKILLed while a step body runs, again and again; half the runs also
-    kill their own process once right after a step's commit (before the next step)."""
-    outcome = Outcome(store=tag)
-    ids = _flow(chaos, outcome, tag, size.runs // 2)
-    ids += _flow(chaos, outcome, tag, size.runs - size.runs // 2, wave=1, die_after_commit=True)
-    outcome.count("killed after a commit (by the run itself)", size.runs - size.runs // 2)
+    """A pool process SIGKILLed while a step body runs, again and again; a third of the runs
+    also kill their own process once right after a step's commit (before the next step), a
+    third once in the effect's perform (after the charge: the next delivery must look it up)."""
+    outcome, third = Outcome(store=tag), size.runs // 3
+    _flow(chaos, outcome, tag, size.runs - 2 * third)
+    _flow(chaos, outcome, tag, third, wave=1, die_after_commit=True)
+    _flow(chaos, outcome, tag, third, wave=2, die_in_perform=True)
+    for fault, where in (("killed after a commit (by the run itself)", "after-s0"),
+                         ("killed in the effect's perform (by the run itself)", "in-perform")):  # fmt: skip
+        outcome.tallies[fault] = (
+            "SELECT count(*) FROM testapp_chaosledger WHERE kind = 'die' AND step = %s AND execution_id = ANY(%s)",
+            [where, outcome.ids],
+        )
     began, kills = time.monotonic(), max(3, size.runs // 2)
     while outcome.faults.get("pool children killed mid-step", 0) < kills and time.monotonic() - began < 30:
         time.sleep(rng.uniform(0.5, 1.5))

@@ -13,6 +13,7 @@ suite injects must not reach the bodies as errors of their own, which would fail
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import threading
@@ -95,9 +96,11 @@ def _bump(draft):
     draft["n"] += 1
 
 
-def _perform(effect_id: str) -> dict:
+def _perform(effect_id: str, die: bool = False) -> dict:
     execution_id = effect_id.rsplit(":", 1)[0]
     note(execution_id, effect_id, "perform")
+    if die:  # the charge is made, its answer never comes back: the next delivery must look it up
+        _die_once(execution_id, "in-perform")
     return {"charge": effect_id}
 
 
@@ -131,7 +134,8 @@ def expected_result(execution_id: str) -> dict:
 @durableflow.workflow("chaos.flow")
 def flow(ctx, params):
     """Steps, a compensable step, a store counter, an effect, optionally a wait and a nap
-    (``nap`` seconds, or ``until`` an ISO time)."""
+    (``nap`` seconds, or ``until`` an ISO time); ``die_after_commit`` and ``die_in_perform``
+    SIGKILL the process once, after the first step's commit or in the effect's perform."""
     eid, hold = ctx.execution_id, params.get("hold", 0.2)
     out = {"s0": ctx.step.run("s0", body, eid, "s0", hold)}
     if params.get("die_after_commit"):
@@ -145,7 +149,7 @@ def flow(ctx, params):
         input={},
         retry_in=1,
         lookup=_lookup,
-        perform=_perform,
+        perform=functools.partial(_perform, die=bool(params.get("die_in_perform"))),
     )
     if params.get("wait"):
         ctx.step.wait_for_signal("go", "go")
