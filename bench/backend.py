@@ -102,7 +102,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import documents, effects, inprocess, live, sagas, stores, waits
+    from bench import documents, effects, inprocess, live, ratelimits, sagas, stores, waits
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -133,6 +133,7 @@ def main() -> None:
         results["replay"] = inprocess.replay(sizes["replay_lengths"], sizes["replay_repeats"])
         results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])
         results["sagas"] = sagas.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same sizes
+        results["ratelimits"] = ratelimits.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same
         results["documents"] = {
             "compile": documents.compile_time(sizes["document_compile_states"], sizes["document_repeats"]),
             "overhead": documents.overhead(sizes["document_steps"], sizes["document_repeats"]),
@@ -179,6 +180,7 @@ def _round(number: int, config: dict[str, Any], inprocess, live) -> dict[str, An
     # Latency pairs and start pairs alternate sample by sample inside.
     result["latency"] = live.latency(sizes["latency_steps"], sizes["latency_n"])
     result["starts"] = live.starts(sizes["start_n"], sizes["start_many"])
+    result["starts"]["ticks"] = live.scheduled_ticks(sizes["start_n"])
     # The database's commit rate with as many connections as the worker has pool processes (the
     # ceiling of the throughput leg), and at other concurrencies for bench/SCALING.md.
     result["commit_rate"] = {

@@ -7,7 +7,8 @@ processes (one Celery worker, two pool processes), one after the other.
 from __future__ import annotations
 
 import time
-from datetime import datetime
+import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 import psutil
@@ -157,15 +158,18 @@ def starts(n: int, many: int) -> dict[str, Any]:
     def one_send() -> None:
         chain_step.apply_async((0, 0), queue=START_QUEUE)
 
+    def one_keyed() -> None:  # under a concurrency key: lock the key, count its runs, then insert
+        ids.append(durableflow.start("bench.keyed", {"steps": 1, "key": uuid.uuid4().hex}, queue=START_QUEUE).id)
+
     out: dict[str, Any] = {"n": n, "many": many}
     try:
-        one_start(), one_send()  # warm both paths
-        ours, theirs = [], []
+        one_start(), one_send(), one_keyed()  # warm the paths
+        ours, theirs, keyed = [], [], []
         for i in range(n):
-            pair = [(ours, one_start), (theirs, one_send)]
-            for bucket, call in pair if i % 2 == 0 else reversed(pair):
+            calls = [(ours, one_start), (theirs, one_send), (keyed, one_keyed)]
+            for bucket, call in calls[i % 3 :] + calls[: i % 3]:
                 bucket.append(_ms(call))
-        out["start_ms"], out["apply_async_ms"] = summary(ours), summary(theirs)
+        out["start_ms"], out["apply_async_ms"], out["keyed_start_ms"] = summary(ours), summary(theirs), summary(keyed)
 
         def sends() -> None:
             for _ in range(many):
@@ -181,6 +185,48 @@ def starts(n: int, many: int) -> dict[str, Any]:
         _purge(START_QUEUE)
         Execution.objects.filter(pk__in=ids).delete()
     return out
+
+
+def scheduled_ticks(n: int) -> dict[str, Any]:
+    """A schedule's tick beside a plain ``start`` (ms per call, alternating one by one).
+
+    The tick is what the ``durableflow.tick`` task runs for an every-second schedule, in the
+    steady state: read its periodic task, look up the tick before (started), start this one.
+    Each sample moves the tick's database clock on a second, so that each is a new tick.
+    """
+    from django_celery_beat.models import PeriodicTask
+
+    from durableflow import operations, schedules
+    from durableflow.orm import OrmStorage
+
+    name, ids = "bench-ticks", []
+    storage = OrmStorage()
+    verbs = operations.engine(storage)
+    durableflow.schedule(name, "bench.steps", {"steps": 1}, every=1)
+    PeriodicTask.objects.filter(name=name).update(enabled=False)  # no beat is to send it
+
+    def one_tick() -> None:
+        storage.offset += timedelta(seconds=1)
+        task = PeriodicTask.objects.select_related("interval", "crontab").get(name=name)
+        started = verbs.tick(name, "bench.steps", {"steps": 1}, schedules.ticks_of(task), floor=task.start_time,
+                             queue=START_QUEUE)  # fmt: skip
+        ids.extend(execution.id for execution in started)
+
+    def one_start() -> None:
+        ids.append(durableflow.start("bench.steps", {"steps": 1}, queue=START_QUEUE).id)
+
+    try:
+        one_tick(), one_start()  # warm both paths (and the tick before the first measured one)
+        ours, plain = [], []
+        for i in range(n):
+            pair = [(ours, one_tick), (plain, one_start)]
+            for bucket, call in pair if i % 2 == 0 else reversed(pair):
+                bucket.append(_ms(call))
+        return {"n": n, "tick_ms": summary(ours), "start_ms": summary(plain)}
+    finally:
+        durableflow.unschedule(name)
+        _purge(START_QUEUE)
+        Execution.objects.filter(pk__in=ids).delete()
 
 
 # Timers -----------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import documents, effects, sagas, transactions
+from bench import documents, effects, ratelimits, sagas, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -93,6 +93,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["effects"] = effects.summarize(raw["effects"])
     if "sagas" in raw:
         out["sagas"] = sagas.summarize(raw["sagas"])
+    if "ratelimits" in raw:
+        out["ratelimits"] = ratelimits.summarize(raw["ratelimits"])
     if "documents" in raw:
         out["documents"] = documents.summarize(raw["documents"])
     if "stores" in raw:
@@ -116,6 +118,16 @@ def _starts(starts: list[dict[str, Any]]) -> dict[str, Any]:
         "start_vs_apply_async_p50": _ratio(
             [s["start_ms"]["p50"] for s in starts], [s["apply_async_ms"]["p50"] for s in starts]
         ),
+        **(
+            {
+                "keyed_start_p50_ms": spread([s["keyed_start_ms"]["p50"] for s in starts]),
+                "keyed_vs_start_p50": _ratio(
+                    [s["keyed_start_ms"]["p50"] for s in starts], [s["start_ms"]["p50"] for s in starts]
+                ),
+            }
+            if all("keyed_start_ms" in s for s in starts)
+            else {}
+        ),
         "many": starts[0]["many"],
         "apply_async_many_s": spread([s["apply_async_many_s"] for s in starts]),
         "start_many_s": spread([s["start_many_s"] for s in starts]),
@@ -123,6 +135,11 @@ def _starts(starts: list[dict[str, Any]]) -> dict[str, Any]:
             [s["start_many_s"] for s in starts], [s["apply_async_many_s"] for s in starts]
         ),
     }
+    if all("ticks" in s for s in starts):  # a schedule's tick beside a start, in the same round
+        ticks = [s["ticks"] for s in starts]
+        out["tick_p50_ms"] = spread([t["tick_ms"]["p50"] for t in ticks])
+        out["tick_p99_ms"] = spread([t["tick_ms"]["p99"] for t in ticks])
+        out["tick_vs_start_p50"] = _ratio([t["tick_ms"]["p50"] for t in ticks], [t["start_ms"]["p50"] for t in ticks])
     return out
 
 
@@ -360,9 +377,16 @@ def table(summary: dict[str, Any]) -> str:
         row("apply_async p50", starts["apply_async_p50_ms"], " ms")
         row("apply_async p99", starts["apply_async_p99_ms"], " ms")
         row("start / apply_async p50", starts["start_vs_apply_async_p50"], "x")
+        if "keyed_start_p50_ms" in starts:
+            row("start under a concurrency key p50", starts["keyed_start_p50_ms"], " ms")
+            row("start under a concurrency key / start p50", starts["keyed_vs_start_p50"], "x")
         row(f"{starts['many']} apply_async calls", starts["apply_async_many_s"], " s")
         row(f"start_many of {starts['many']}", starts["start_many_s"], " s")
         row(f"start_many / {starts['many']} apply_async", starts["start_many_vs_apply_async"], "x")
+        if "tick_p50_ms" in starts:
+            row("scheduled tick p50", starts["tick_p50_ms"], " ms")
+            row("scheduled tick p99", starts["tick_p99_ms"], " ms")
+            row("scheduled tick / start p50", starts["tick_vs_start_p50"], "x")
     for label, stats, unit in transactions.rows(summary["transactions"]) if "transactions" in summary else []:
         row(label, stats, unit)
     waits = summary.get("waits")
@@ -386,6 +410,8 @@ def table(summary: dict[str, Any]) -> str:
         for label, value, unit in effects.rows(summary["effects"]):
             row(label, value, unit)
     for label, value, unit in sagas.rows(summary["sagas"]) if "sagas" in summary else []:
+        row(label, value, unit)
+    for label, value, unit in ratelimits.rows(summary["ratelimits"]) if "ratelimits" in summary else []:
         row(label, value, unit)
     if "documents" in summary:
         for label, value, unit in documents.rows(summary["documents"]):

@@ -8,7 +8,9 @@ worker consumes. Four kinds of workflow of S trivial steps, each in one delivery
 - ``compensation``: the same, then ``ctx.compensate()``: each step's compensation runs too
   (two fenced writes each: started, then finished), ending ``compensated``;
 - ``metadata``: S ``ctx.metadata.increment`` calls (one transaction each: lock the row, insert
-  the record, write the metadata).
+  the record, write the metadata);
+- ``patched``: S ``ctx.patched(...)`` calls on a new run (each journals its marker: one INSERT,
+  as a ``run`` step's record).
 
 The cost of one step is the slope between the smallest and the largest S (queries likewise);
 a compensation's own cost is the ``compensation`` slope minus the ``compensable`` one.
@@ -24,12 +26,13 @@ from bench.stats import per_step, timed_ms
 __all__ = ["overhead", "summarize", "rows"]
 
 QUEUE = "bench-sagas"
-KINDS = ("run", "compensable", "compensation", "metadata")
+KINDS = ("run", "compensable", "compensation", "metadata", "patched")
 WORKFLOWS = {
     "run": "bench.steps",
     "compensable": "bench.saga-steps",
     "compensation": "bench.saga-steps",
     "metadata": "bench.metadata-steps",
+    "patched": "bench.patched-steps",
 }
 DONE = {"compensation": "compensated"}
 
@@ -50,6 +53,12 @@ def saga_steps(ctx, params):
 def metadata_steps(ctx, params):
     for _ in range(params["steps"]):
         ctx.metadata.increment("done")
+
+
+@durableflow.workflow("bench.patched-steps")
+def patched_steps(ctx, params):
+    for i in range(params["steps"]):
+        ctx.patched(f"p{i}")
 
 
 def _deliver(kind: str, steps: int) -> float:
@@ -111,13 +120,17 @@ def rows(summary: dict[str, Any]) -> list[tuple[str, float, str]]:
         "compensable": "run step with compensate=",
         "compensation": "compensable step + its compensation",
         "metadata": "metadata.increment",
+        "patched": "ctx.patched() marker",
     }
     lines = []
     for kind in KINDS:
-        lines.append((f"saga: {names[kind]}: marginal cost", summary[kind]["ms_per_step"], " ms"))
-        lines.append((f"saga: {names[kind]}: queries per step", summary[kind]["queries_per_step"], ""))
+        if kind not in summary:  # a summary from before the kind was measured
+            continue
+        area = "patch" if kind == "patched" else "saga"
+        lines.append((f"{area}: {names[kind]}: marginal cost", summary[kind]["ms_per_step"], " ms"))
+        lines.append((f"{area}: {names[kind]}: queries per step", summary[kind]["queries_per_step"], ""))
         if kind != "run":
-            lines.append((f"saga: {names[kind]} / run step", summary[kind]["ms_over_run"], "x"))
+            lines.append((f"{area}: {names[kind]} / run step", summary[kind]["ms_over_run"], "x"))
     lines.append(("saga: one compensation (journaled twice)", summary["one_compensation"]["ms"], " ms"))
     lines.append(("saga: one compensation / run step", summary["one_compensation"]["ms_over_run"], "x"))
     return lines

@@ -24,6 +24,12 @@ def steps(ctx, params):
     return total
 
 
+@durableflow.workflow("bench.keyed", concurrency=durableflow.Concurrency(key="params.key", limit=1))
+def keyed(ctx, params):
+    """``bench.steps`` under a concurrency key: what a keyed start costs (each its own key: it holds a slot)."""
+    return steps(ctx, params)
+
+
 @durableflow.workflow("bench.replay")
 def replay(ctx, params):
     """N recorded steps, then parked on a far timer: each delivery replays all N and parks again."""

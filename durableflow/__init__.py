@@ -28,6 +28,7 @@ from durableflow.exceptions import (  # noqa: F401 - re-exported
     InvalidTransition,
     NonDeterminismError,
     RetryableError,
+    ScheduleError,
     StepError,
     StepTimeout,
     WaitTimeout,
@@ -61,6 +62,9 @@ __all__ = [
     "send_event",
     "signal",
     "complete_token",
+    # schedules: django-celery-beat periodic tasks (need Django's apps to be loaded)
+    "schedule",
+    "unschedule",
     # errors
     *exceptions.__all__,
 ]
@@ -72,9 +76,16 @@ _OPERATIONS = frozenset(
 )
 
 
+_SCHEDULES = frozenset({"schedule", "unschedule"})
+
+
 def __getattr__(name: str) -> Any:
     if name in _OPERATIONS:
         from durableflow import operations
 
         return getattr(operations, name)
+    if name in _SCHEDULES:
+        from durableflow import schedules
+
+        return getattr(schedules, name)
     raise AttributeError(f"module 'durableflow' has no attribute {name!r}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from durableflow.engine import transactions
 
-__all__ = ["DELIVER", "SWEEP", "RUN_ITEM", "PRUNE", "TASKS", "send", "send_many", "guard_publishes"]
+__all__ = ["DELIVER", "SWEEP", "RUN_ITEM", "PRUNE", "TICK", "TASKS", "send", "send_many", "guard_publishes"]
 
 logger = logging.getLogger("durableflow.dispatch")
 
@@ -22,8 +22,9 @@ DELIVER = "durableflow.deliver"  # args: (execution_id,) - one delivery of an ex
 SWEEP = "durableflow.sweep"  # no args - wake due executions, re-send lost wake-ups
 RUN_ITEM = "durableflow.run_item"  # args: (execution_id, key) - one map item or run(queue=) attempt
 PRUNE = "durableflow.prune"  # args: (older_than,) - delete executions finished longer ago ("30d")
+TICK = "durableflow.tick"  # kwargs: schedule, workflow, params, catch_up - a schedule's tick (beat sends it)
 
-TASKS = (DELIVER, SWEEP, RUN_ITEM, PRUNE)
+TASKS = (DELIVER, SWEEP, RUN_ITEM, PRUNE, TICK)
 
 # A publish never blocks its caller for long: one bounded retry. A message that cannot be
 # sent is not lost work (the row is committed); the sweep sends it again once overdue.

@@ -8,13 +8,15 @@ source), and this tree names the class that carries each::
     DurableflowError              DURABLEFLOW_ERROR
     ├── WorkflowStartError        START_FAILED, UNKNOWN_WORKFLOW, INVALID_PARAMS, IDEMPOTENCY_CONFLICT,
     │                             UNKNOWN_STEP, FORK_VERSION_MISMATCH (fork)
+    ├── ScheduleError             INVALID_SCHEDULE, UNKNOWN_WORKFLOW, INVALID_PARAMS (schedule, unschedule)
     ├── WorkflowValueError        INVALID_STEP_VALUE, INVALID_RESULT, INVALID_STEP_KEY, DUPLICATE_STEP_KEY,
     │                             NESTED_STEP, STEP_SCHEMA_INVALID, PAYLOAD_TOO_LARGE, STORE_SCHEMA_INVALID,
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
-    │                             INVALID_DELAY (ctx.step.sleep)
-    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_TASK (a document's, on a worker)
+    │                             INVALID_DELAY (ctx.step.sleep), INVALID_RATE_LIMIT (ctx.step.run's key)
+    ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_VERSION, UNKNOWN_TASK (a
+    │                             document's, on a worker), NEW_STEP (a replay check's only)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
     ├── StepTimeout               STEP_TIMEOUT
     ├── StepError                 STEP_FAILED (a recorded error whose class cannot be rebuilt)
@@ -56,6 +58,7 @@ from typing import Any
 __all__ = [
     "DurableflowError",
     "WorkflowStartError",
+    "ScheduleError",
     "WorkflowValueError",
     "NonDeterminismError",
     "RetryableError",
@@ -80,7 +83,10 @@ CODES: dict[str, str] = {
     "INVALID_PARAMS": "params, execution_id, idempotency_key or deadline are not acceptable; nothing was written",
     "IDEMPOTENCY_CONFLICT": "the idempotency key or execution id already started something else",
     "UNKNOWN_STEP": "fork: the step key is not in the execution's journal (or is reserved, or a map item)",
-    "FORK_VERSION_MISMATCH": "fork: the workflow's registered version is not the one the execution ran with",
+    "FORK_VERSION_MISMATCH": "fork: the version the execution ran with is not registered",
+    # schedules
+    "INVALID_SCHEDULE": "a schedule's name, crontab, every or catch_up is not acceptable (or the name is another "
+    "periodic task's); nothing was written",
     # values and keys
     "INVALID_STEP_VALUE": "a step value is not a durable value (JSON data)",
     "INVALID_RESULT": "the workflow returned a value that is not a durable value",
@@ -89,6 +95,8 @@ CODES: dict[str, str] = {
     "NESTED_STEP": "a step was called inside another step's body",
     "STEP_SCHEMA_INVALID": "a step value failed its schema",
     "PAYLOAD_TOO_LARGE": "a value is larger than MAX_PAYLOAD_BYTES",
+    "INVALID_RATE_LIMIT": "a rate limit's key (or what its key function returned) is not a non-empty string of "
+    "at most 200 characters, or the key function raised",
     # stores
     "STORE_SCHEMA_INVALID": "a store's new state failed its schema",
     "INVALID_STORE_STATE": "a store's new (or initial) state is not a durable value",
@@ -101,7 +109,12 @@ CODES: dict[str, str] = {
     "INVALID_METADATA": "a metadata key, target or value is not acceptable, or the change does not fit the "
     "current value (increment of a non-number, append to a non-list)",
     # replay
-    "NON_DETERMINISM": "the journal does not match the workflow code (another step kind or version)",
+    "NON_DETERMINISM": "the journal does not match the workflow code (another step kind, or a deprecated patch's "
+    "old branch)",
+    "NEW_STEP": "replay check: the code reaches a step its journal lacks before steps the journal recorded (a "
+    "change not behind ctx.patched(), or step keys that moved)",
+    "UNKNOWN_VERSION": "on a worker: the version an execution started with is not registered (the run stalls until "
+    "it is)",
     # steps and waits
     "RETRYABLE": "a step body asked to be retried",
     "STEP_TIMEOUT": "one attempt of a step ran longer than its timeout",
@@ -201,6 +214,12 @@ class WorkflowStartError(DurableflowError):
     """The execution could not be started; nothing was written."""
 
     default_code = "START_FAILED"
+
+
+class ScheduleError(DurableflowError):
+    """The schedule could not be saved; nothing was written."""
+
+    default_code = "INVALID_SCHEDULE"
 
 
 class WorkflowValueError(DurableflowError):

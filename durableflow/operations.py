@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from datetime import timezone as dt_timezone
+from typing import Any, Callable, Iterable, Iterator
 
 from django.db import connections
+from django.utils import timezone
 from django.utils.dateparse import parse_duration
 
 from durableflow import dispatch, exceptions, waiting
 from durableflow.conf import df_settings
+from durableflow.engine.replays import Verdict
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.steering import OUTCOME_FIELDS
@@ -48,6 +51,9 @@ __all__ = [
     "publish",
     "save_document",
     "validate_document",
+    "replay_check",
+    "export",
+    "parse_since",
 ]
 
 
@@ -264,6 +270,57 @@ def prune(older_than: timedelta | str | float, *, batch: int = 1000) -> int:
     (``Engine.prune``); return how many. ``older_than``: a ``timedelta``, seconds, or text:
     ``"30d"``, ``"12h"``, ``"15m"``, ``"90s"``, ``"2w"`` or ISO 8601 (``"P30D"``)."""
     return engine().prune(parse_age(older_than), batch=batch)
+
+
+def replay_check(
+    *,
+    workflow: str | None = None,
+    last: int | None = None,
+    since: datetime | timedelta | str | None = None,
+    finished: bool = False,
+) -> Iterator[Verdict]:
+    """Replay the stored journals of unfinished executions (also finished ones with ``finished``)
+    against the code installed in this process, newest first; one ``Verdict`` each.
+
+    Reads only (each execution's row and journal; ``Engine.replay_check``): it can run against a
+    replica or as a database role that may only read. ``workflow``: of that name only; ``last``:
+    the newest N; ``since``: created since then (a datetime, or an age as ``prune`` takes it).
+    """
+    if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
+        raise ValueError(f"last must be a positive number of executions, not {last!r}")
+    rows = Execution.objects.using(db_alias()).order_by("-created_at", "-id")
+    if not finished:
+        rows = rows.unfinished()
+    if workflow is not None:
+        rows = rows.filter(workflow=workflow)
+    if since is not None:
+        rows = rows.filter(created_at__gte=parse_since(since))
+    ids = rows.values_list("id", flat=True)
+    verbs = engine()
+    for execution_id in list(ids[:last] if last is not None else ids):  # read before any journal is
+        yield verbs.replay_check(execution_id)
+
+
+def export(execution_id: str) -> dict[str, Any]:
+    """The execution's row and its journal as JSON values (``durableflow.testing.replay`` reads it)."""
+    return engine().export(execution_id)
+
+
+def parse_since(value: datetime | timedelta | str) -> datetime:
+    """A moment: an aware datetime, ISO 8601 text (a date, or a date and time; UTC if no offset), or an
+    age before now (``parse_age``); ``ValueError`` with what is accepted."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str) and re.match(r"\d{4}-\d\d-\d\d", value.strip()):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not an ISO 8601 date or time (2026-12-01, 2026-12-01T08:00+01:00)"
+            ) from None
+    else:
+        return timezone.now() - parse_age(value)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt_timezone.utc)
 
 
 _AGE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+import jmespath
 
 __all__ = ["Retry", "RateLimit", "Concurrency"]
 
@@ -47,33 +49,71 @@ class Retry:
 
 @dataclass(frozen=True)
 class RateLimit:
-    """At most ``limit`` units per ``window`` seconds for all steps sharing ``key``."""
+    """At most ``limit`` units per ``window`` seconds for all steps sharing ``key``, whichever
+    worker runs them: ``ctx.step.run(..., rate_limit=RateLimit("mail-api", 10, 1.0))``.
 
-    key: str
+    A step over the limit waits durably (no worker is held) until a unit leaves the window.
+    ``key`` is a string, or a function called with the step's arguments that returns one
+    (``lambda customer, *_: f"api:{customer}"``: a limit per customer). Steps sharing a key
+    should give it the same ``limit`` and ``window``; each admission is counted with the
+    ``units`` its step asked for.
+    """
+
+    key: str | Callable[..., str]
     limit: int
     window: float
     units: int = 1
 
     def __post_init__(self) -> None:
-        if not self.key:
-            raise ValueError("key must not be empty")
-        if self.limit < 1:
+        if not callable(self.key) and (not isinstance(self.key, str) or not self.key):
+            raise ValueError("key must be a non-empty string or a function of the step's arguments returning one")
+        if isinstance(self.key, str) and len(self.key) > MAX_RATE_LIMIT_KEY:
+            raise ValueError(f"key must be at most {MAX_RATE_LIMIT_KEY} characters")
+        if not _whole(self.limit) or self.limit < 1:
             raise ValueError("limit must be at least 1")
-        if self.window <= 0:
-            raise ValueError("window must be positive")
-        if not 1 <= self.units <= self.limit:
+        if isinstance(self.window, bool) or not isinstance(self.window, (int, float)):
+            raise ValueError("window must be a number of seconds")
+        if not 0 < self.window <= MAX_RATE_LIMIT_WINDOW:  # NaN fails both
+            raise ValueError(f"window must be positive, at most {MAX_RATE_LIMIT_WINDOW:,} seconds (a year)")
+        if not _whole(self.units) or not 1 <= self.units <= self.limit:
             raise ValueError("units must be between 1 and limit")
+
+
+MAX_RATE_LIMIT_KEY = 200  # RateLimitAdmission.key
+MAX_RATE_LIMIT_WINDOW = 366 * 86_400
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
 class Concurrency:
-    """At most ``limit`` executions with the same key (a path into the params) at once."""
+    """At most ``limit`` executions with the same key past their start at once.
 
-    key: str
+    ``key`` is a JMESPath expression over ``{"params": params}`` (``"params.customer"``) or a
+    callable of the params; a run whose key is ``None`` is not limited. The others wait,
+    ``pending``, and start in start order as the runs holding the key end.
+    """
+
+    key: str | Callable[[Any], Any]
     limit: int = 1
 
     def __post_init__(self) -> None:
-        if not self.key:
-            raise ValueError("key must not be empty")
-        if self.limit < 1:
-            raise ValueError("limit must be at least 1")
+        if isinstance(self.key, str):
+            if not self.key:
+                raise ValueError("key must not be empty")
+            try:
+                object.__setattr__(self, "_expression", jmespath.compile(self.key))
+            except jmespath.exceptions.JMESPathError as exc:
+                raise ValueError(f"key {self.key!r} is not a JMESPath expression: {exc}") from None
+        elif not callable(self.key):
+            raise ValueError("key must be a JMESPath expression (a string) or a callable of the params")
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
+            raise ValueError("limit must be an integer of at least 1")
+
+    def evaluate(self, params: Any) -> Any:
+        """The key of a run with ``params``, as the expression or callable gives it."""
+        if callable(self.key):
+            return self.key(params)
+        return self._expression.search({"params": params})  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol
@@ -20,7 +21,9 @@ from typing import Any, Callable, Iterator, Protocol
 from durableflow import exceptions
 from durableflow.options import Concurrency
 
-__all__ = ["WorkflowDefinition", "WorkflowSource", "Registry", "registry", "workflow"]
+__all__ = ["WorkflowDefinition", "WorkflowSource", "Registry", "registry", "workflow", "MAX_VERSION"]
+
+MAX_VERSION = 64  # Execution.version
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class WorkflowDefinition:
     concurrency: Concurrency | None = None
     description: str = field(default="", compare=False)
     kind: str = "code"  # or "document"
+    default: bool = False  # the version a start runs, whichever is newest
 
     @property
     def origin(self) -> str:
@@ -50,45 +54,64 @@ class WorkflowSource(Protocol):
 
 
 class Registry:
-    """Workflows known to this process, by name.
+    """Workflows known to this process, by name, each name with one or more versions.
+
+    Several versions of a name may be registered side by side (each by its own function): a
+    start runs the one marked ``default=True``, else the newest; an execution runs the version
+    it started with for as long as that version is registered.
 
     Registration happens at import time (``workflows`` modules are discovered by the app
     config), so a lock is enough: the registry is read far more often than written.
     """
 
     def __init__(self) -> None:
-        self._definitions: dict[str, WorkflowDefinition] = {}
+        self._definitions: dict[str, WorkflowDefinition] = {}  # by name: the version a start runs
+        self._versions: dict[str, dict[str, WorkflowDefinition]] = {}  # by name, then version
         self._sources: tuple[WorkflowSource, ...] = ()
         self._lock = threading.Lock()
 
     def layered(self, *sources: WorkflowSource) -> Registry:
         """A registry with this one's code workflows (registered before or after) and ``sources``."""
         layered = Registry()
-        layered._definitions, layered._lock = self._definitions, self._lock
+        layered._definitions, layered._versions, layered._lock = self._definitions, self._versions, self._lock
         layered._sources = (*self._sources, *sources)
         return layered
 
     def register(self, definition: WorkflowDefinition) -> None:
         with self._lock:
-            existing = self._definitions.get(definition.name)
+            versions = dict(self._versions.get(definition.name, {}))
+            existing = versions.get(definition.version)
             # Re-importing the same module (autoreload, tests) registers the same origin again.
             if existing is not None and existing.origin != definition.origin:
                 raise ValueError(
-                    f"Workflow {definition.name!r} is already registered by {existing.origin}; "
-                    f"{definition.origin} cannot use the same name."
+                    f"Version {definition.version!r} of workflow {definition.name!r} is already registered by "
+                    f"{existing.origin}; {definition.origin} cannot use the same name and version "
+                    "(give it another version to keep both)."
                 )
-            self._definitions[definition.name] = definition
+            # The same function under another version (its decorator edited, the module re-imported)
+            # replaces its old self: versions side by side are different functions.
+            versions = {v: d for v, d in versions.items() if d.origin != definition.origin}
+            other = next((d for d in versions.values() if d.default), None)
+            if definition.default and other is not None:
+                raise ValueError(
+                    f"Version {other.version!r} of workflow {definition.name!r} is already marked default=True "
+                    f"({other.origin}); only one version of a workflow can be."
+                )
+            versions[definition.version] = definition
+            self._versions[definition.name] = versions
+            self._definitions[definition.name] = _current(versions)
 
-    def unregister(self, name: str) -> None:
+    def unregister(self, name: str, version: str | None = None) -> None:
+        """Forget ``name`` (every version), or only its ``version``."""
         with self._lock:
-            self._definitions.pop(name, None)
+            versions = {v: d for v, d in self._versions.get(name, {}).items() if version is not None and v != version}
+            self._set(name, versions)
 
     def get(self, name: str, version: str | None = None) -> WorkflowDefinition | None:
-        """The code workflow ``name``, else a source's: at ``version`` (a delivery asks for the
-        one its execution started with), or the one a start would run (``version=None``)."""
-        definition = self._definitions.get(name)
-        if definition is not None:
-            return definition
+        """The workflow ``name`` at ``version`` (a delivery asks for the one its execution started
+        with), or the one a start runs now (``version=None``): code first, else a source's."""
+        if name in self._definitions:
+            return self._definitions[name] if version is None else self._versions.get(name, {}).get(version)
         for source in self._sources:
             definition = source.get(name, version)
             if definition is not None:
@@ -98,12 +121,23 @@ class Registry:
     def is_code(self, name: str) -> bool:
         return name in self._definitions
 
+    def is_current(self, definition: WorkflowDefinition) -> bool:
+        """Whether a start of ``definition``'s name runs it (sources list only those)."""
+        current = self._definitions.get(definition.name)
+        return current is definition if current is not None else definition.kind != "code"
+
     def resolve(self, workflow: str | Callable[..., Any] | WorkflowDefinition) -> WorkflowDefinition:
-        """The definition for a name, a decorated function or a definition."""
+        """The definition for a name (the version a start runs), a decorated function (its own
+        version, while registered) or a definition."""
         if isinstance(workflow, WorkflowDefinition):
             return workflow
         name = getattr(workflow, "__durableflow__", None)
-        name = name.name if isinstance(name, WorkflowDefinition) else workflow
+        if isinstance(name, WorkflowDefinition):
+            if self.get(name.name, name.version) is name:
+                return name
+            name = name.name
+        else:
+            name = workflow
         definition = self.get(name) if isinstance(name, str) else None
         if definition is None:
             raise exceptions.WorkflowStartError(
@@ -118,27 +152,59 @@ class Registry:
         return sorted((d for d in self._definitions.values() if d.on_event == event_type), key=lambda d: d.name)
 
     def all(self) -> list[WorkflowDefinition]:
-        """Every workflow a start can name (code, then sources' under other names), by name."""
+        """Every workflow a start can name, as a start runs it (code, then sources' under other names), by name."""
         found = dict(self._definitions)
         for source in self._sources:
             for definition in source.all():
                 found.setdefault(definition.name, definition)
         return sorted(found.values(), key=lambda d: d.name)
 
+    def versions(self, name: str | None = None) -> list[WorkflowDefinition]:
+        """Every registered version (of ``name``, or of every workflow), by name, then oldest first.
+
+        A source contributes what a start of its names runs (a document's newest valid revision).
+        """
+        if name is not None:
+            if name in self._versions:
+                return sorted(self._versions[name].values(), key=_newness)
+            found = self.get(name)
+            return [] if found is None else [found]
+        listed = [d for versions in self._versions.values() for d in versions.values()]
+        listed += [d for d in self.all() if d.name not in self._versions]
+        return sorted(listed, key=lambda d: (d.name, _newness(d)))
+
     @contextlib.contextmanager
     def override(self, definition: WorkflowDefinition) -> Iterator[WorkflowDefinition]:
-        """Register ``definition`` in place of any other of that name for a block (tests)."""
+        """Register ``definition`` in place of every version of that name for a block (tests)."""
         with self._lock:
-            previous = self._definitions.get(definition.name)
-            self._definitions[definition.name] = definition
+            previous = self._versions.get(definition.name, {})
+            self._set(definition.name, {definition.version: definition})
         try:
             yield definition
         finally:
             with self._lock:
-                if previous is None:
-                    self._definitions.pop(definition.name, None)
-                else:
-                    self._definitions[definition.name] = previous
+                self._set(definition.name, previous)
+
+    def _set(self, name: str, versions: dict[str, WorkflowDefinition]) -> None:
+        if versions:
+            self._versions[name], self._definitions[name] = versions, _current(versions)
+        else:
+            self._versions.pop(name, None)
+            self._definitions.pop(name, None)
+
+
+def _newness(definition: WorkflowDefinition) -> tuple:
+    """Versions compare as numbers where they are numbers: "9" < "10" < "10.1" < "10b"."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _PARTS.findall(definition.version))
+
+
+def _current(versions: dict[str, WorkflowDefinition]) -> WorkflowDefinition:
+    """The version a start runs: the one marked ``default=True``, else the newest."""
+    marked = [d for d in versions.values() if d.default]
+    return marked[0] if marked else max(versions.values(), key=_newness)
+
+
+_PARTS = re.compile(r"\d+|[^\d.]+")
 
 
 registry = Registry()
@@ -150,12 +216,22 @@ def workflow(
     version: str = "1",
     on_event: str | None = None,
     concurrency: Concurrency | None = None,
+    default: bool = False,
 ):
     """Register ``fn(ctx, params)`` as a durable workflow.
 
     ``@durableflow.workflow("order-fulfilment", version="2")``, or bare
     ``@durableflow.workflow`` to use the function's name.
+
+    Another function may register another version of the same name, side by side: executions
+    started with a version run it as long as it is registered, and a start runs the newest
+    version (versions compare as numbers where they are numbers: "10" is newer than "9"), or
+    the one registered with ``default=True``.
     """
+
+    version = str(version)
+    if not version or len(version) > MAX_VERSION or version != version.strip():
+        raise ValueError(f"a workflow version is a non-blank string of at most {MAX_VERSION} characters, not {version!r}")
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn):
@@ -163,10 +239,11 @@ def workflow(
         definition = WorkflowDefinition(
             name=workflow_name or fn.__name__,
             fn=fn,
-            version=str(version),
+            version=version,
             on_event=on_event,
             concurrency=concurrency,
             description=inspect.getdoc(fn) or "",
+            default=bool(default),
         )
         registry.register(definition)
         fn.__durableflow__ = definition

@@ -108,6 +108,8 @@ class Statements:
             f"OR ({ec('status')} IN ({when_due}) AND {ec('wake_at')} <= {now})) "
             f"AND ({ec('lease_token')} IS NULL OR {ec('lease_expires_at')} < {now} "
             f"OR {ec('lease_token')} = %(take_over)s{text}) "
+            # A run queued behind its concurrency key's holders waits to be admitted.
+            f"AND {ec('concurrency_ticket')} IS NULL "
             f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, "
             # Whether there is a journal to read: a first delivery skips that round trip.
             f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"

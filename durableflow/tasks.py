@@ -15,7 +15,7 @@ from typing import Any, Callable
 from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
-from durableflow import dispatch, operations
+from durableflow import dispatch, operations, schedules
 from durableflow.engine import faults
 from durableflow.healing import heal
 from durableflow.leases import keeper
@@ -59,6 +59,14 @@ def sweep() -> dict[str, int]:
 @_task(dispatch.PRUNE)
 def prune(older_than: str | float) -> int:
     return operations.prune(older_than)
+
+
+@_task(dispatch.TICK)
+def tick(schedule: str, workflow: str, params: Any = None, catch_up: str = "one") -> int:
+    """Beat sends it for each tick of a schedule (``durableflow.schedule``); how many executions
+    the tick named (started now or before). A tick lost to a database failure is made up by the
+    next one (``catch_up``)."""
+    return len(schedules.start_due(schedule, workflow, params, catch_up))
 
 
 def _again_after_fault(task: Task, happened: str) -> str:

@@ -126,7 +126,9 @@ class Cluster:
                 "--pool",
                 "prefork",
                 "-n",
-                f"{name}@%h",
+                # The test process's pid too: a nested session's workers (tests/test_routing.py)
+                # must not share a node name, whose control queue RabbitMQ holds exclusively.
+                f"{name}-{os.getpid()}@%h",
                 "-l",
                 loglevel,
                 "--without-gossip",

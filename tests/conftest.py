@@ -89,6 +89,18 @@ def _routed_db_name() -> dict[str, str]:
     return {"DURABLEFLOW_TEST_ROUTED_DB_NAME": str(connections["durableflow"].settings_dict["NAME"])}
 
 
+def _purge_amqp(queue: str) -> None:
+    """Drop what an earlier run left in ``queue`` on RabbitMQ (a queue outlives its consumers)."""
+    from amqp.exceptions import NotFound
+    from celery import current_app
+
+    with current_app.connection_for_write() as connection:
+        try:
+            connection.default_channel.queue_purge(queue)
+        except NotFound:  # never declared: nothing to drop
+            pass
+
+
 @pytest.fixture(scope="session")
 def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
     """One worker (two pool processes) on the default queue and one beat, for the session."""
@@ -101,6 +113,8 @@ def cluster(django_db_setup, django_db_blocker, tmp_path_factory):
         import redis
 
         redis.Redis.from_url(broker_url()).flushdb()
+    elif broker_url().startswith("amqp://"):
+        _purge_amqp("durableflow")
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",

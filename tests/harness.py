@@ -134,6 +134,10 @@ class MemoryHarness(Harness):
         waiters = self.storage.tables.store_waiters.values()
         return sorted((w for w in waiters if (w.name, w.store_id) == (name, store_id)), key=lambda w: w.id)
 
+    def admissions(self, key: str) -> list[tuple[str | None, str, int, bool]]:
+        """The rate limit's rows for ``key``, in request order: (execution id, step key, units, admitted)."""
+        return [(a.execution_id, a.step_key, a.units, a.admitted_at is not None) for a in self.storage.admissions(key)]
+
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
 
@@ -164,6 +168,12 @@ class OrmHarness(Harness):
         from durableflow.models import StoreWaiter
 
         return list(StoreWaiter.objects.filter(name=name, store_id=store_id).order_by("id"))
+
+    def admissions(self, key: str) -> list[tuple[str | None, str, int, bool]]:
+        from durableflow.models import RateLimitAdmission
+
+        rows = RateLimitAdmission.objects.filter(key=key).order_by("requested_at", "id")
+        return [(a.execution_id, a.step_key, a.units, a.admitted_at is not None) for a in rows]
 
     def advance(self, seconds: float) -> None:
         self.storage.offset += timedelta(seconds=seconds)

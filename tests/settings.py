@@ -56,3 +56,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 REST_FRAMEWORK: dict = {}
 
 LOGGING = {**LOGGING, "loggers": {"durableflow": {"handlers": ["console"], "level": "INFO", "propagate": True}}}
+if os.environ.get("DURABLEFLOW_TEST_QUEUE_TYPE"):  # RabbitMQ: "quorum", as the operating guide advises
+    CELERY_TASK_DEFAULT_QUEUE_TYPE = CELERY_TASK_CREATE_MISSING_QUEUE_TYPE = os.environ["DURABLEFLOW_TEST_QUEUE_TYPE"]

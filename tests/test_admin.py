@@ -109,6 +109,26 @@ def test_the_list_offers_registered_workflows_and_dates_without_scanning(db, adm
     assert 'class="toplinks"' in body  # the date hierarchy
 
 
+def test_the_list_offers_every_registered_version_of_the_chosen_workflow(db, admin_client):
+    from durableflow.registry import WorkflowDefinition, registry
+
+    def steps_v2(ctx, params):
+        return 2
+
+    old = run("t.steps")
+    registry.register(WorkflowDefinition("t.steps", steps_v2, version="2"))
+    try:
+        body = admin_client.get(reverse(CHANGELIST) + "?workflow=t.steps").content.decode()
+        assert re.search(r"version=1\b[^>]*>1<", body) and re.search(r"version=2\b[^>]*>2 \(new runs\)<", body)
+        new = durableflow.start("t.steps")
+        listed = admin_client.get(reverse(CHANGELIST) + "?workflow=t.steps&version=1").content.decode()
+        assert set(re.findall(r'name="_selected_action" value="([^"]+)"', listed)) == {old.id}
+        assert new.version == "2"
+    finally:
+        registry.unregister("t.steps", "2")
+    assert not re.search(r"[?&]version=", admin_client.get(reverse(CHANGELIST)).content.decode())  # no workflow chosen
+
+
 def test_pages_are_read_only_with_no_save_no_add_and_no_delete(db, admin_client):
     execution = run("t.steps")
 

@@ -22,7 +22,8 @@ from tests.helpers import uid
 EXECUTION_FIELDS = {
     "id", "workflow", "version", "status", "waiting_for", "wake_at", "parent", "root_id", "created_at",
     "started_at", "finished_at", "params", "result", "error", "metadata", "idempotency_key", "queue",
-    "deliveries", "deadline_at", "cancel_requested", "compensations", "origin_id", "origin_kind", "origin_step",
+    "deliveries", "deadline_at", "concurrency_key", "cancel_requested", "compensations", "origin_id", "origin_kind",
+    "origin_step",
 }  # fmt: skip
 
 
@@ -447,8 +448,22 @@ def test_steering_bodies_take_only_their_fields(api):
 def test_workflows_lists_the_registered_workflows(api):
     results = api.get("workflows/").json()["results"]
     steps = next(w for w in results if w["name"] == "t.steps")
-    assert steps == {"name": "t.steps", "version": "1", "kind": "code", "description": "", "on_event": None}
+    assert steps == {"name": "t.steps", "version": "1", "kind": "code", "description": "", "on_event": None, "default": True}
     assert [w["name"] for w in results] == sorted(w["name"] for w in results)
+
+
+def test_workflows_lists_every_registered_version_and_which_one_a_start_runs(api):
+    from durableflow.registry import WorkflowDefinition, registry
+
+    def steps_v2(ctx, params):
+        return 2
+
+    registry.register(WorkflowDefinition("t.steps", steps_v2, version="2"))
+    try:
+        listed = [(w["version"], w["default"]) for w in api.get("workflows/").json()["results"] if w["name"] == "t.steps"]
+    finally:
+        registry.unregister("t.steps", "2")
+    assert listed == [("1", False), ("2", True)]
 
 
 def test_the_schema_is_openapi_3_of_the_api_alone(api):

@@ -16,7 +16,7 @@ from durableflow.engine.verbs import Engine
 PACKAGE = Path(storage_module.__file__).resolve().parent.parent
 STATES = PACKAGE / "engine" / "states.py"
 VERBS = {"start", "start_many", "cancel", "retry", "rerun", "fork", "sweep", "send_event", "signal"}
-VERBS |= {"complete_token", "wake", "deliver", "settle", "compensate", "prune"}
+VERBS |= {"complete_token", "wake", "deliver", "settle", "compensate", "prune", "tick"}
 
 
 def _sources():

@@ -57,6 +57,7 @@ def test_the_benchmark_runs_end_to_end_at_smoke_sizes(tmp_path):
         starts
     )
     assert starts["start_many_s"]["median"] > 0 and starts["many"] == 10
+    assert {"tick_p50_ms", "tick_p99_ms", "tick_vs_start_p50"} <= set(starts)
     # The floor at the worker's concurrency, and the throughput leg against it.
     assert summary["commit_rate"]["worker_processes"] == 2
     assert {"1", "2"} <= set(summary["commit_rate"]["per_s"])

@@ -88,15 +88,15 @@ def _start(execution_id: str, queue: str, params: dict) -> None:
 
 
 @pytest.fixture
-def postgres_and_redis(live_db):
+def postgres_and_a_broker(live_db):
     from django.conf import settings
 
-    if connection.vendor != "postgresql" or not settings.CELERY_BROKER_URL.startswith("redis://"):
-        pytest.skip("PostgreSQL + Redis: terminating connections needs a database server")
+    if connection.vendor != "postgresql" or not settings.CELERY_BROKER_URL.startswith(("redis://", "amqp://")):
+        pytest.skip("PostgreSQL + a network broker: terminating connections needs a database server")
 
 
 @pytest.mark.parametrize("reuse", ["recommended", "unset"], ids=["CELERY_DB_REUSE_MAX", "no-reuse-max"])
-def test_terminated_connections_lose_stick_and_fail_nothing(cluster, postgres_and_redis, reuse, tmp_path):
+def test_terminated_connections_lose_stick_and_fail_nothing(cluster, postgres_and_a_broker, reuse, tmp_path):
     queue, report = uid("storm"), tmp_path / "caught.txt"
     env = {"DURABLEFLOW_TEST_DB_REUSE_MAX": "unset"} if reuse == "unset" else {}
     # Also on the sweep's queue: this worker runs sweeps too (with the session's worker).

@@ -191,8 +191,8 @@ def test_a_changed_workflow_version_stalls_the_execution(backend):
         backend.deliver(execution_id)
 
     execution = backend.get(execution_id)
-    assert (execution.status, execution.error["code"]) == ("waiting", "NON_DETERMINISM")
-    assert "version '1'" in execution.error["message"]
+    assert (execution.status, execution.error["code"]) == ("waiting", "UNKNOWN_VERSION")
+    assert "version '1'" in execution.error["message"] and "registered: '2'" in execution.error["message"]
     # Stalled executions back off on their own until a deploy fixes them.
     assert execution.wake_at is not None
     assert backend.run(execution_id).result == "shipped"

@@ -145,8 +145,11 @@ def test_a_broker_that_lost_its_queue_is_healed_by_the_sweep(workers, live_db):
 def test_start_returns_while_the_broker_is_down_and_the_sweep_delivers_later(cluster, live_db):
     from django.conf import settings
 
-    if not settings.CELERY_BROKER_URL.startswith("redis://"):
+    if not settings.CELERY_BROKER_URL.startswith(("redis://", "amqp://")):
         pytest.skip("needs a network broker that can be down")
+    # Nothing listens on port 1: the same broker, down.
+    redis = settings.CELERY_BROKER_URL.startswith("redis://")
+    down = "redis://127.0.0.1:1/0" if redis else "amqp://guest:guest@127.0.0.1:1//"
     execution_id = uid("offline")
     script = (
         "import django; django.setup(); import durableflow; "
@@ -158,7 +161,7 @@ def test_start_returns_while_the_broker_is_down_and_the_sweep_delivers_later(clu
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DURABLEFLOW_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
-        "CELERY_BROKER_URL": "redis://127.0.0.1:1/0",  # nothing listens there
+        "CELERY_BROKER_URL": down,
     }
     finished = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60)
 

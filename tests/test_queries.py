@@ -100,3 +100,40 @@ def _kinds(captured: CaptureQueriesContext) -> list[str]:
         "INSERT execution" if sql.startswith('INSERT INTO "durableflow_execution"') else sql.split()[0]
         for sql in (query["sql"] for query in captured.captured_queries)
     ]
+
+
+@durableflow.workflow("t.query-patches")
+def _patches(ctx, params):
+    return sum(ctx.patched(f"p{i}") for i in range(params["n"]))
+
+
+@pytest.mark.parametrize("n", [1, 10])
+def test_a_patch_marker_costs_what_a_run_step_costs(live_db, n):
+    execution = durableflow.start("t.query-patches", {"n": n}, queue="query-count")
+    with CaptureQueriesContext(connection) as captured:
+        assert operations.deliver(execution.id) == "completed"
+    queries = [query["sql"] for query in captured.captured_queries]
+
+    assert durableflow.result(execution.id) == n
+    assert len([sql for sql in queries if sql.startswith(f"INSERT INTO {STEP_TABLE}")]) == n
+    assert len(queries) == n + 2, queries  # the claim, one INSERT per marker, the outcome
+
+
+def _rate_limited_queries(steps: int) -> list[str]:
+    execution = durableflow.start("t.rate-limited", {"tag": uid("q"), "run": 0, "steps": steps}, queue="query-count")
+    with CaptureQueriesContext(connection) as captured:
+        assert operations.deliver(execution.id) == "completed"
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def test_a_rate_limited_step_admitted_at_once_costs_a_few_statements_more(live_db):
+    one, three = _rate_limited_queries(1), _rate_limited_queries(3)
+
+    # Per step: its body's INSERT (a marker), its record's INSERT, and the admission's transaction:
+    # BEGIN, the key's lock (PostgreSQL: SQLite's BEGIN IMMEDIATE serialises writers already), the
+    # lease with the step's admission, the clock with two sums, the admission's INSERT, COMMIT.
+    around = 3 if connection.vendor == "postgresql" else 2
+    admission = around + 3
+    assert (len(three) - len(one)) == 2 * (2 + admission), one
+    assert len(one) == 2 + 2 + admission, one  # and the claim and the outcome
+    assert sum(sql.startswith('INSERT INTO "durableflow_ratelimitadmission"') for sql in one) == 1

@@ -26,6 +26,11 @@ def test_workflows_run_with_the_tables_routed_to_a_second_database(tmp_path):
         # the same queue names as this session's.
         base, _, db = env["CELERY_BROKER_URL"].rpartition("/")
         env["CELERY_BROKER_URL"] = f"{base}/{14 if db != '14' else 13}"
+    elif env.get("CELERY_BROKER_URL", "").startswith("amqp://"):
+        # RabbitMQ: the default virtual host (every server has it), when this session has its own.
+        base, _, vhost = env["CELERY_BROKER_URL"].rpartition("/")
+        if vhost:
+            env["CELERY_BROKER_URL"] = f"{base}//"
     finished = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/routed_run.py"],
         cwd=ROOT,

@@ -480,13 +480,17 @@ def test_a_threads_worker_shuts_down_warm_while_a_timed_out_body_is_stuck(cluste
         wait_for(lambda: f"step body {body} ran longer than its 1 s timeout" in worker.log(), timeout=10)
         assert f"timed-out step body {body} stopped" not in worker.log()  # still in its time.sleep(60)
 
+        # Well before the body's 60 s sleep ends. On RabbitMQ a worker's warm shutdown takes
+        # seconds even with nothing running (measured here: 5.9 s for an idle threads worker,
+        # 3.7 s for a prefork one), so the bound is wider there.
+        bound = 30 if cluster.env.get("CELERY_BROKER_URL", "").startswith("amqp://") else 10
         worker.kill(signal.SIGTERM)
         stopping = time.monotonic()
         try:
-            worker.popen.wait(timeout=10)
+            worker.popen.wait(timeout=bound)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the worker did not shut down within 10 s of SIGTERM:\n{worker.log()}")
-        assert time.monotonic() - stopping < 10
+            pytest.fail(f"the worker did not shut down within {bound} s of SIGTERM:\n{worker.log()}")
+        assert time.monotonic() - stopping < bound
         assert worker.popen.returncode == 0, worker.log()
 
 

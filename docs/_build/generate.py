@@ -269,7 +269,7 @@ def _task_comments(dispatch: Any) -> dict[str, str]:
     found = {}
     for line in inspect.getsource(dispatch).splitlines():
         name, _, rest = line.partition("=")
-        if name.strip() in ("DELIVER", "SWEEP", "RUN_ITEM", "PRUNE") and "#" in rest:
+        if name.strip() in ("DELIVER", "SWEEP", "RUN_ITEM", "PRUNE", "TICK") and "#" in rest:
             value, _, comment = rest.partition("#")
             found[ast.literal_eval(value.strip())] = comment.strip()
     return found

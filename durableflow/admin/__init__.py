@@ -13,6 +13,7 @@
 ``stores``     stores: state, waiters, the ledger of applied steps
 ``effects``    effects: status, attempts, who began it
 ``events``     published events, signals and token completions; an execution's waits (a panel)
+``ratelimits`` rate-limit admissions and the requests still waiting
 ``documents``  workflow documents: edited (a new revision per save), problems at the member,
                the statechart as SVG
 
@@ -20,4 +21,5 @@ A capability adds its pages as a module here (``stores``, ``effects``, ``events`
 these bases, and one import line below.
 """
 
-from durableflow.admin import documents, effects, events, executions, stores  # noqa: F401 - registers the ModelAdmins
+# Importing a module registers its ModelAdmins.
+from durableflow.admin import documents, effects, events, executions, ratelimits, stores  # noqa: F401

@@ -112,7 +112,7 @@ def when(moment: datetime | str | None, now: datetime | None = None) -> SafeStri
 
 
 # Entries of ``waiting_for`` shown beside its kind (the rest is in the JSON on the page).
-_WAITING_DETAILS = ("step", "event", "name", "token", "store", "effect", "execution", "reason")
+_WAITING_DETAILS = ("step", "key", "event", "name", "token", "store", "effect", "execution", "reason")
 
 
 def waiting_text(waiting_for: dict[str, Any] | None, wake_at: datetime | None = None) -> SafeString | str:

@@ -31,7 +31,7 @@ from durableflow.models import Execution, StepRecord, WorkflowDocument
 from durableflow.orm import db_alias
 from durableflow.registry import registry as code_registry
 
-__all__ = ["ExecutionAdmin", "WorkflowFilter", "STEERING"]
+__all__ = ["ExecutionAdmin", "WorkflowFilter", "VersionFilter", "STEERING"]
 
 S = ExecutionStatus
 # The list never loads these (params, results and errors may be a megabyte each).
@@ -142,12 +142,31 @@ class WorkflowFilter(admin.SimpleListFilter):
 
     def lookups(self, request, model_admin):
         # Code workflows, and documents by name (one query on the documents' small table).
-        names = {definition.name for definition in code_registry.all()}
+        names = {definition.name for definition in code_registry.all()}  # every version: VersionFilter
         names.update(WorkflowDocument.objects.using(db_alias()).values_list("name", flat=True).distinct())
         return [(name, name) for name in sorted(names)]
 
     def queryset(self, request, queryset):
         return queryset.filter(workflow=self.value()) if self.value() else queryset
+
+
+class VersionFilter(admin.SimpleListFilter):
+    """The registered versions of the chosen code workflow (side by side, each with its own runs)."""
+
+    title = "version"
+    parameter_name = "version"
+
+    def lookups(self, request, model_admin):
+        name = request.GET.get(WorkflowFilter.parameter_name)
+        if not name or not code_registry.is_code(name):
+            return []
+        current = code_registry.get(name)
+        return [
+            (d.version, f"{d.version} (new runs)" if d is current else d.version) for d in code_registry.versions(name)
+        ]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(version=self.value()) if self.value() else queryset
 
 
 class ExecutionChangeList(ChangeList):
@@ -208,7 +227,7 @@ def children_panel(model_admin, request, execution):
 @admin.register(Execution)
 class ExecutionAdmin(RecordAdmin):
     list_display = ("id", "workflow", "status_badge", "doing", "created", "took")
-    list_filter = ("status", WorkflowFilter)
+    list_filter = ("status", WorkflowFilter, VersionFilter)
     search_fields = ("id__exact", "idempotency_key__exact", "workflow__exact")
     search_help_text = "An exact execution id, idempotency key or workflow name."
     date_hierarchy = "created_at"
@@ -238,6 +257,7 @@ class ExecutionAdmin(RecordAdmin):
                     ("root_link", obj.root_id != obj.pk),
                     ("origin_link", obj.origin_id),
                     ("deadline", obj.deadline_at),
+                    ("concurrency", obj.concurrency_key is not None),
                     ("cancel_requested_text", obj.cancel_requested and not obj.is_finished),
                 )
                 if shown
@@ -248,7 +268,7 @@ class ExecutionAdmin(RecordAdmin):
                 "error_html": obj.error,
                 "metadata_json": obj.metadata,
                 # A claimed run keeps its last wait's record; it is stale once it runs again.
-                "waiting_for_json": obj.waiting_for and obj.status == S.WAITING,
+                "waiting_for_json": obj.waiting_for and (obj.status == S.WAITING or obj.concurrency_ticket is not None),
             }
             data = [name for name in data if present[name]]
         else:
@@ -335,6 +355,19 @@ class ExecutionAdmin(RecordAdmin):
         if execution.is_finished:
             return display.when(execution.deadline_at)
         return format_html("{}: cancelled then if still unfinished", display.when(execution.deadline_at))
+
+    @admin.display(description="concurrency key")
+    def concurrency(self, execution):
+        """The run's concurrency key, and whether it holds one of the key's slots or waits for one."""
+        if execution.concurrency_key is None:
+            return "—"
+        key = format_html("<code>{}</code>", execution.concurrency_key)
+        if execution.concurrency_ticket is not None:
+            position = (execution.waiting_for or {}).get("position")
+            return format_html("{}: waiting for a slot (queued at position {})", key, position)
+        if execution.is_finished:
+            return key
+        return format_html("{}: holds a slot", key)
 
     @admin.display(description="cancelling")
     def cancel_requested_text(self, execution):

@@ -178,6 +178,12 @@ class ExecutionSerializer(ExecutionSummarySerializer):
     compensations = DurableValueField(
         read_only=True, help_text="the compensation report: step, status, error, duration, in the order they ran"
     )
+    concurrency_key = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="the run's key under its workflow's concurrency limit (null: not limited); while it waits for "
+        "a slot, waiting_for is {kind: concurrency, key, position}",
+    )
 
     class Meta(ExecutionSummarySerializer.Meta):
         fields = [
@@ -190,6 +196,7 @@ class ExecutionSerializer(ExecutionSummarySerializer):
             "queue",
             "deliveries",
             "deadline_at",
+            "concurrency_key",
             "cancel_requested",
             "compensations",
             "origin_id",
@@ -236,6 +243,9 @@ class WorkflowSerializer(serializers.Serializer):
     kind = serializers.CharField(read_only=True, help_text="code, or document (a workflow document's newest valid revision)")
     description = serializers.CharField(read_only=True)
     on_event = serializers.CharField(read_only=True, allow_null=True)
+    default = serializers.BooleanField(
+        read_only=True, help_text="whether a start of this name runs this version (others run only the executions started with them)"
+    )
 
 
 @extend_schema_serializer(many=False)  # the list action answers one object, not a list

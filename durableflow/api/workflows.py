@@ -1,4 +1,4 @@
-"""``GET workflows/``: the workflows the API may start; and which those are.
+"""``GET workflows/``: the workflows the API may start, every registered version; and which those are.
 
 ``DURABLEFLOW["API_WORKFLOWS"]`` (None: all registered ones) decides. A name outside it is
 answered exactly like a name nobody registered, 404 ``UNKNOWN_WORKFLOW``, so that the API
@@ -24,9 +24,10 @@ __all__ = ["WorkflowViewSet", "exposed", "check_exposed"]
 
 
 def exposed() -> list[WorkflowDefinition]:
-    """The workflows the API may start (code, and workflow documents' newest valid revisions), by name."""
+    """The workflows the API may start (every version of code workflows, and workflow documents'
+    newest valid revisions), by name, then oldest version first."""
     allowed = df_settings.API_WORKFLOWS
-    return [definition for definition in registry.all() if allowed is None or definition.name in allowed]
+    return [definition for definition in registry.versions() if allowed is None or definition.name in allowed]
 
 
 def check_exposed(name: str, *, named: bool = True) -> None:
@@ -51,6 +52,7 @@ def describe(definition: WorkflowDefinition) -> dict[str, Any]:
         "kind": definition.kind,
         "description": definition.description,
         "on_event": definition.on_event,
+        "default": registry.is_current(definition),
     }
 
 

@@ -27,6 +27,7 @@ from durableflow.engine.records import (
     CompensateRequested,
     ContinueAsNew,
     LeaseLost,
+    ReplayEnd,
     StepConflict,
     StepRecordData,
     Suspend,
@@ -55,7 +56,15 @@ def parse_iso(text: str) -> datetime:
 class Context:
     """What a workflow function receives as ``ctx``."""
 
-    def __init__(self, claim: Claim, journal: Journal, settings: EngineSettings, engine: Engine | None = None):
+    def __init__(
+        self,
+        claim: Claim,
+        journal: Journal,
+        settings: EngineSettings,
+        engine: Engine | None = None,
+        *,
+        replay_only: bool = False,
+    ):
         self.execution_id = claim.execution_id
         self.workflow = claim.workflow
         self.params = claim.params
@@ -78,6 +87,7 @@ class Context:
         self._sites: Counter[tuple[str, int]] = Counter()
         self._rng = random.Random(claim.seed or claim.execution_id)
         self._now_calls = 0
+        self._patches: dict[str, bool] = {}  # patched()'s answers in this delivery, by marker key
         self._metadata_calls = 0
         self._saga = Saga()
         # cancel() asked this run to end: it stops at the first step without a finished record.
@@ -86,6 +96,9 @@ class Context:
         # Control flow the workflow code must not swallow: the first interrupt raised is
         # latched here and wins over whatever the code does with the exception.
         self._interrupt: BaseException | None = None
+        # A replay check (``durableflow.engine.replays``): stop at the first step without a finished
+        # record, before anything runs live.
+        self._replay_only = replay_only
 
     @property
     def interrupt(self) -> BaseException | None:
@@ -111,6 +124,23 @@ class Context:
     def uuid(self) -> uuid.UUID:
         """A UUID4 from the same seeded generator: the same on every replay."""
         return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the new code of ``patch_id``: ``if ctx.patched("id"): new else: old``.
+
+        True (and its marker is journaled) for a run that reaches this point under this code; False
+        on the replay of a run that went past it under the old code. Asked again, the same answer.
+        """
+        from durableflow.engine.steps import patches
+
+        return patches.patched(self, patch_id)
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """The old branch of ``patch_id`` is removed: runs that hold its marker replay on; a run
+        that took the old branch stalls here (``NON_DETERMINISM``) instead of running the wrong code."""
+        from durableflow.engine.steps import patches
+
+        patches.deprecate_patch(self, patch_id)
 
     def continue_as_new(self, params: Any = None) -> None:
         """Complete this execution and start a fresh one of the same workflow with ``params``.
@@ -172,14 +202,18 @@ class Context:
         self._sites[site] += 1
         return f"{site[0]}:{site[1]}#{self._sites[site]}", args
 
-    def _reach(self, key: str, kind: str) -> StepRecordData | None:
-        """Mark ``key`` as reached in this delivery and return its record, if any."""
+    def _guard(self, key: str) -> None:
+        """Before a step: stop at a latched interrupt, refuse a step inside another's body."""
         if self.interrupt is not None:
             raise self.interrupt
         if self._in_step is not None:
             raise exceptions.WorkflowValueError(
                 "NESTED_STEP", f"step {key!r} was called inside the body of step {self._in_step!r}"
             )
+
+    def _reach(self, key: str, kind: str) -> StepRecordData | None:
+        """Mark ``key`` as reached in this delivery and return its record, if any."""
+        self._guard(key)
         if key in self._seen:
             raise exceptions.WorkflowValueError(
                 "DUPLICATE_STEP_KEY",
@@ -202,6 +236,8 @@ class Context:
             # The step boundary a cancelled run stops at: replayed steps before it have
             # registered their compensations again.
             raise self._latch(CancelRequested(self._cancel.get("message", "cancelled")))
+        if self._replay_only and (record is None or record.status not in _FINISHED):
+            raise self._latch(ReplayEnd(key, record is not None))
         return record
 
     def _go_live(self) -> None:

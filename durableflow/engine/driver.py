@@ -35,7 +35,7 @@ from durableflow.registry import Registry
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["run", "continuation_id", "SKIPPED", "LEASE_LOST", "FAULT"]
+__all__ = ["run", "continuation_id", "missing_code", "SKIPPED", "LEASE_LOST", "FAULT"]
 
 logger = logging.getLogger("durableflow.delivery")
 
@@ -97,26 +97,7 @@ def _replay(
         return _lost(claim)
     definition = registry.get(claim.workflow, claim.version)
     if definition is None:
-        return _stall(
-            claim,
-            journal,
-            exceptions.NonDeterminismError(
-                "UNKNOWN_WORKFLOW",
-                f"Execution {claim.execution_id} runs workflow {claim.workflow!r}, which this worker "
-                "does not have. Deploy its code to the workers, or cancel the execution.",
-            ),
-        )
-    if definition.version != claim.version:
-        return _stall(
-            claim,
-            journal,
-            exceptions.NonDeterminismError(
-                "NON_DETERMINISM",
-                f"Execution {claim.execution_id} started with version {claim.version!r} of workflow "
-                f"{claim.workflow!r}, but this worker has version {definition.version!r}. Run the old "
-                "version until it drains, or use ctx.patched() to change a running workflow safely.",
-            ),
-        )
+        return _stall(claim, journal, missing_code(claim, registry))
     ctx = Context(claim, journal, settings, engine)
     try:
         result, error = definition.fn(ctx, claim.params), None
@@ -154,6 +135,37 @@ def _replay(
     if ctx._saga.pending(claim.records) and not isinstance(error, exceptions.EffectDeliveryError):
         return _unwind(ctx, status=None, error=encoded)
     return Failed(encoded)
+
+
+def missing_code(claim: Claim, registry: Registry) -> exceptions.NonDeterminismError:
+    """Why a worker cannot run ``claim``'s code: the workflow, or the version it started with, is not here."""
+    current = registry.get(claim.workflow)
+    if current is None:
+        return exceptions.NonDeterminismError(
+            "UNKNOWN_WORKFLOW",
+            f"Execution {claim.execution_id} runs workflow {claim.workflow!r}, which this worker "
+            "does not have. Deploy its code to the workers, or cancel the execution.",
+        )
+    registered = ", ".join(repr(d.version) for d in registry.versions(claim.workflow))
+    if current.kind != "code":
+        fix = (
+            "That revision of the workflow document cannot be loaded (deleted, or not valid here): cancel the "
+            "execution, or rerun it on the newest revision."
+        )
+    else:
+        fix = (
+            f"Keep the function of version {claim.version!r} registered beside the new one "
+            f"(@durableflow.workflow({claim.workflow!r}, version={claim.version!r}), under another function "
+            "name) until its executions finish, or cancel them; it resumes as soon as a worker has that version. "
+            "To change a workflow under its running executions without a new version, put the change behind "
+            "`if ctx.patched(...)`."
+        )
+    return exceptions.NonDeterminismError(
+        "UNKNOWN_VERSION",
+        f"Execution {claim.execution_id} started with version {claim.version!r} of workflow {claim.workflow!r}, "
+        f"which is not registered on this worker (registered: {registered}). {fix}",
+        version=claim.version,
+    )
 
 
 def _unwind(ctx: Context, *, status: str | None, error: dict | None) -> Outcome:

@@ -108,6 +108,8 @@ class Items:
             # sweep, which sends it again once its attempt is older than the lease.
             logger.exception("item %r of execution %s: cannot import %s", key, execution_id, meta["fn"])
             return "unavailable"
+        if self.settings.step_body is not None:  # a body run as its own task (queue=, map items)
+            fn = self.settings.step_body("run", key, fn)
         fields = self._perform(fn, meta)
         with storage.atomic():
             if not storage.finish_item(execution_id, key, attempt[0], fields):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from durableflow import dispatch
 from durableflow.engine import faults, holders
 from durableflow.engine.records import (
+    ENDED,
     RECORD_FIELDS,
     Claim,
     Continued,
@@ -170,6 +171,14 @@ class Journal:
         if not self.storage.update_execution(self.execution_id, {"compensable": True}, token=self.token):
             self._rejected("compensable mark")
 
+    def admit(self, key: str, limit: int, window: float, units: int, step: str) -> tuple[bool, datetime]:
+        """Ask the shared limiter of ``key`` for ``units`` for ``step`` (``durableflow.engine.ratelimits``):
+        ``(True, admitted_at)`` or ``(False, when a unit frees)``. Fenced by the lease (``LeaseLost``)."""
+        answer = self.storage.admit(key, limit, window, units, self.execution_id, step, self.token)
+        if answer is None:
+            self._rejected(f"rate-limit admission of step {step!r}")
+        return answer
+
     def write_steps(self, records: list[StepRecordData]) -> None:
         """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""
         if self.storage.insert_steps(self.execution_id, self.token, records):
@@ -216,14 +225,19 @@ class Journal:
         executions waiting for it, after the outcome is committed.
         """
         guard = getattr(outcome, "guard", None)
-        if guard is None and not isinstance(outcome, Continued):
+        limited = self.engine is not None and self.engine.limited(self.claimed.workflow)
+        if guard is None and not isinstance(outcome, Continued) and not limited:
             return self._finish(outcome)
         with self.storage.atomic():
             if guard is not None and not guard():
                 outcome = Requeued("woken while parking")
             if isinstance(outcome, Continued):  # the new execution exists if and only if this one completed
                 self.engine.continue_as(self.claimed, outcome)
-            return self._finish(outcome)
+            finished = self._finish(outcome)
+            if limited and isinstance(finished, ENDED):  # its slot is free with this commit
+                row = self.storage.get_execution(self.execution_id, ("concurrency_key",))
+                self.engine.free_slots(self.claimed.workflow, row.concurrency_key)
+            return finished
 
     def _finish(self, outcome: Outcome) -> Outcome:
         now = self.now()

@@ -74,16 +74,18 @@ class Lineage:
                     f"execution {execution_id} has no step {from_step!r} to fork from: name a step key of its "
                     "journal (not a reserved $... key or a map item)",
                 )
-            definition = self.registry.get(origin.workflow)
-            if definition is not None and definition.version != origin.version:
+            # The fork runs the version its origin ran (its journal replays on that code only).
+            definition = self.registry.get(origin.workflow, origin.version)
+            if definition is None and self.registry.get(origin.workflow) is not None:
+                registered = ", ".join(repr(d.version) for d in self.registry.versions(origin.workflow))
                 raise exceptions.WorkflowStartError(
                     "FORK_VERSION_MISMATCH",
                     f"execution {execution_id} ran version {origin.version!r} of workflow {origin.workflow!r}, "
-                    f"and version {definition.version!r} is registered now: its journal would not replay. "
-                    "Rerun it instead, or fork it on a worker that has the old version.",
+                    f"which is not registered now (registered: {registered}): its journal would not replay. "
+                    "Rerun it instead, or register the old version beside the new one to fork it.",
                 )
             kept = [r for r in journal[:position] if r.status in _KEPT and r.kind != sagas.KIND]
-            new, _ = self.start(origin.workflow, origin.params, queue=origin.queue)
+            new, _ = self.start(definition or origin.workflow, origin.params, queue=origin.queue)
             self.storage.add_steps(new.id, kept)
             self.storage.update_execution(
                 new.id,

@@ -26,6 +26,10 @@ class Pruning:
         outcome is read when the waiter replays), the stores' ledgers (their history) and
         published events (a long wait may still take an old one). A run that is retried while
         a prune runs is not deleted: each batch deletes only rows still finished, locked first.
+
+        Rate-limit admissions outlive their execution until they leave their window (a limiter
+        must go on counting them): each prune then deletes those of executions finished or gone,
+        whatever ``older_than``, and the requests such executions never had admitted.
         """
         if older_than < timedelta(0):
             raise ValueError(f"older_than must not be negative; got {older_than}")
@@ -45,4 +49,6 @@ class Pruning:
                 break
         if deleted:
             logger.info("prune: %d executions that finished before %s deleted", deleted, before.isoformat())
+        while storage.drop_spent_admissions(batch) == batch:
+            pass
         return deleted

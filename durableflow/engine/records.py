@@ -9,6 +9,7 @@ from typing import Any, Callable, Union
 from durableflow.engine.states import TERMINAL, ExecutionStatus
 
 __all__ = [
+    "ENDED",
     "StepRecordData",
     "Claim",
     "Completed",
@@ -23,6 +24,7 @@ __all__ = [
     "StepConflict",
     "Suspend",
     "ContinueAsNew",
+    "ReplayEnd",
     "CancelRequested",
     "CompensateRequested",
     "outcome_fields",
@@ -138,6 +140,7 @@ class Unwound:
 
 
 Outcome = Union[Completed, Failed, Suspended, Stalled, Requeued, Continued, Unwound]
+ENDED = (Completed, Failed, Continued, Unwound)  # the outcomes that end the execution
 
 
 class LeaseLost(BaseException):
@@ -159,6 +162,14 @@ class Suspend(BaseException):
         self.wake_at = wake_at
         self.waiting_for = waiting_for
         self.guard = guard
+
+
+class ReplayEnd(BaseException):
+    """A replay check reached the first step its journal has not finished: nothing runs live."""
+
+    def __init__(self, key: str, recorded: bool):
+        super().__init__(key)
+        self.key, self.recorded = key, recorded
 
 
 class ContinueAsNew(BaseException):

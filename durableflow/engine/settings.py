@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from durableflow.engine.holders import Holders, local
 from durableflow.options import Retry
@@ -27,6 +27,10 @@ class EngineSettings:
     # This process as a lease holder, and how it sees the other processes of its machine
     # (``durableflow.engine.holders``; tests give their own). None: this process, when asked.
     holders: Holders | None = None
+    # ``(kind, key, fn) -> callable``: what a step body is called as ("run", "transaction" or
+    # "effect" and the step's key). None: the body itself. ``WorkflowTester(steps=...)`` gives
+    # its fixtures, and counts the bodies that really run, through it.
+    step_body: Callable[[str, str, Callable[..., Any]], Callable[..., Any]] | None = None
 
     def lease_holders(self) -> Holders:
         return self.holders if self.holders is not None else local()

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from durableflow import dispatch, exceptions, values
+from durableflow.engine.concurrency import key_for
 from durableflow.engine.records import Claim, Continued
 from durableflow.engine.states import ExecutionStatus
 from durableflow.engine.storage import NOW
@@ -61,6 +62,7 @@ class StartRequest:
     idempotency_key: str | None
     named: bool = False  # the caller gave the execution id (else it is a new uuid)
     deadline: timedelta | datetime | None = None  # from the start (seconds), or when
+    concurrency_key: str | None = None  # the workflow's concurrency key for these params (None: not limited)
 
 
 def check_deadline(deadline: Any) -> timedelta | datetime | None:
@@ -123,6 +125,7 @@ def prepare_start(
         idempotency_key=idempotency_key,
         named=execution_id is not None,
         deadline=check_deadline(deadline),
+        concurrency_key=key_for(definition.concurrency, decoded),
     )
 
 
@@ -168,6 +171,8 @@ def _fields(
     deadline = request.deadline
     if deadline is not None:  # only then a column of the INSERT (one statement for most starts)
         fields["deadline_at"] = now() + deadline if isinstance(deadline, timedelta) else deadline  # type: ignore[misc]
+    if request.concurrency_key is not None:  # the same: only for a run that is limited
+        fields["concurrency_key"] = request.concurrency_key
     return fields
 
 
@@ -204,14 +209,39 @@ class Starts:
             max_payload_bytes=self.settings.max_payload_bytes,
             deadline=deadline,
         )
-        queue = queue or self.settings.default_queue
+        return self._start(request, queue or self.settings.default_queue, parent_id, root_id)
+
+    def _start(
+        self: Engine,
+        request: StartRequest,
+        queue: str,
+        parent_id: str | None = None,
+        root_id: str | None = None,
+        hand_on: bool = False,
+    ) -> tuple[Any, bool]:
+        """``start``'s writes. ``hand_on``: the run takes the slot of the one it carries on."""
         fields = _fields(request, queue, parent_id, root_id, self.storage.now)
+        if request.concurrency_key is not None:
+            return self._start_limited(request, fields, hand_on)
         if request.named or request.idempotency_key is not None:  # may be a repeat: no message for it
             execution = self.storage.create_execution(fields)
             if execution is not None:
                 self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
         else:  # a new id: its delivery may be sent while the row is written
             execution = self.storage.create_and_enqueue(fields, dispatch.DELIVER, (request.execution_id,), queue)
+        if execution is None:
+            return self._repeated(request), False
+        return execution, True
+
+    def _start_limited(self: Engine, request: StartRequest, fields: dict[str, Any], hand_on: bool) -> tuple[Any, bool]:
+        """A start of a run with a concurrency key: it holds a slot if one is free, and is
+        queued for one otherwise (``durableflow.engine.concurrency``), in one transaction."""
+        definition, key = request.definition, request.concurrency_key
+        with self.storage.atomic():
+            holds = hand_on or self.take_slot(definition.name, key, definition.concurrency.limit, fields)
+            execution = self.storage.create_execution(fields)
+            if execution is not None and holds:
+                self.storage.enqueue(dispatch.DELIVER, (execution.id,), fields["queue"])
         if execution is None:
             return self._repeated(request), False
         return execution, True
@@ -268,6 +298,10 @@ class Starts:
             return []
         writes = [index for index in range(len(requests)) if owner[index] == index]
         queue = queue or self.settings.default_queue
+        if definition.concurrency is not None:  # each start decides its slot after the ones before it
+            with self.storage.atomic():
+                found = {index: self._start(requests[index], queue)[0] for index in writes}
+            return [found[index] for index in owner]
         with self.storage.atomic():
             now = self.storage.now() if deadline is not None else None
             rows = self.storage.create_executions(
@@ -294,14 +328,17 @@ class Starts:
         one's, so a repeated outcome names the same execution. The new one keeps the old one's
         deadline: a deadline bounds the run however often it continues.
         """
-        deadline = self.storage.get_execution(claim.execution_id, ("deadline_at",)).deadline_at
-        execution, _ = self.start(
+        old = self.storage.get_execution(claim.execution_id, ("deadline_at", "concurrency_key"))
+        request = prepare_start(
+            self.registry,
             claim.workflow,
             outcome.params,
             execution_id=outcome.execution_id,
-            queue=claim.queue,
-            parent_id=claim.parent_id,
-            root_id=claim.root_id,
-            deadline=deadline,
+            max_payload_bytes=self.settings.max_payload_bytes,
+            deadline=old.deadline_at,
         )
+        # The same key: the new run takes the old one's slot (they never both run). Another
+        # key: the new one asks for a slot, and the old one's is freed as it ends.
+        hand_on = old.concurrency_key is not None and request.concurrency_key == old.concurrency_key
+        execution, _ = self._start(request, claim.queue, claim.parent_id, claim.root_id, hand_on=hand_on)
         return execution

@@ -19,6 +19,7 @@ __all__ = [
     "RUNNABLE",
     "DUE_ONLY",
     "LEASED",
+    "QUEUED",
     "can_transition",
     "sources_for",
     "check_transition",
@@ -89,6 +90,8 @@ DUE_ONLY = frozenset({S.WAITING})
 # Held by a delivery: a wake-up that finds one is remembered (``wake_pending``) and turns the
 # delivery's suspension into a replay at once, so that it is never lost.
 LEASED = frozenset({S.RUNNING})
+# What a run queued for a concurrency slot is (durableflow.engine.concurrency): not started yet.
+QUEUED = frozenset({S.PENDING})
 
 
 def can_transition(source: str, target: str) -> bool:

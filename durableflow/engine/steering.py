@@ -108,8 +108,10 @@ class Steering:
             raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being cancelled")
         # Read after the write, which holds the row: a wait registered on this execution's end
         # is either seen here or sees it cancelled.
-        if self.get(execution_id).watched:
+        cancelled = self.get(execution_id)
+        if cancelled.watched:
             self.finished(execution_id)
+        self.free_slots(cancelled.workflow, cancelled.concurrency_key)  # a holder's slot, with this commit
 
     def _request_unwind(self: Engine, execution_id: str) -> None:
         """Make a cancelled execution with compensations runnable now: its delivery compensates."""
@@ -140,21 +142,27 @@ class Steering:
                     {"status": StepStatus.WAITING, "attempts": 0, "finished_at": None},
                     statuses=[StepStatus.FAILED],
                 )
-            updated = self.storage.update_execution(
-                execution_id,
-                {
-                    "status": S.PENDING,
-                    "error": None,
-                    "finished_at": None,
-                    "wake_at": None,
-                    "waiting_for": None,
-                    "enqueued_at": NOW,
-                },
-                statuses=[execution.status],
+            fields = {
+                "status": S.PENDING,
+                "error": None,
+                "finished_at": None,
+                "wake_at": None,
+                "waiting_for": None,
+                "enqueued_at": NOW,
+            }
+            # A failed run held no slot: it asks for one again, as a start does (a stalled one holds its own).
+            limit = self._limit(execution.workflow)
+            holds = (
+                execution.status != S.FAILED
+                or execution.concurrency_key is None
+                or limit is None
+                or self.take_slot(execution.workflow, execution.concurrency_key, limit, fields)
             )
+            updated = self.storage.update_execution(execution_id, fields, statuses=[execution.status])
             if not updated:
                 raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being retried")
-            self.storage.enqueue(dispatch.DELIVER, (execution_id,), execution.queue)
+            if holds:
+                self.storage.enqueue(dispatch.DELIVER, (execution_id,), execution.queue)
             # Read before the commit sends the delivery: the caller sees the run as retried,
             # not as whatever a fast worker made of it since.
             retried = self.get(execution_id)

@@ -45,7 +45,8 @@ Executions
                                          ``limit``
     ``delete_finished(ids)``             lock those of ``ids`` still prunable (as above, whenever they ended), then
                                          delete them with their journal, waiters, signals, effect and store
-                                         watches: how many were deleted
+                                         watches (their rate-limit admissions stay, unlinked, until
+                                         ``drop_spent_admissions``): how many were deleted
 
 A delivery (leases and the journal)
     ``claim(id, token, lease_seconds, *, holder=None, take_over=None)``
@@ -147,6 +148,18 @@ Effects (``durableflow.engine.effects``)
                                          once per (effect, execution, step); a repeat changes nothing
     ``pop_effect_watches(effect_id)``    delete the effect's watches; the ids of the executions that had them
 
+Rate limits (``durableflow.engine.ratelimits``)
+    ``admit(key, limit, window, units, execution_id, step_key, token)``
+                                         one transaction that serialises the requests of ``key``: while ``token``
+                                         holds the execution's lease, the step's admission if it has one (``(True,
+                                         admitted_at)``); else, if ``units`` fit after the key's admissions of the
+                                         last ``window`` seconds and its older requests still waiting
+                                         (``ratelimits.admission_time``, the storage's clock), the admission,
+                                         recorded: ``(True, now)``; else the request, kept in its place, and
+                                         ``(False, when it would fit)``. None if the lease is not held
+    ``drop_spent_admissions(limit)``     delete admissions out of their window and requests never admitted,
+                                         of executions finished or gone; a count
+
 The sweep
     ``lock_due(limit)``                  waiting executions whose ``wake_at`` passed, locked for the current
                                          transaction (skipping rows another sweep holds): (id, queue, waiting_for)
@@ -158,6 +171,16 @@ The sweep
     ``lock_overdue(limit)``              unfinished executions whose ``deadline_at`` passed and that no cancel
                                          was asked of yet, earliest deadline first, locked as ``lock_due``'s:
                                          (id, deadline_at)
+
+Concurrency keys (``durableflow.engine.concurrency``; a run's ``concurrency_key`` and ``concurrency_ticket``)
+    ``lock_slots(workflow, key)``        serialise the slot decisions of (workflow, key) until the current
+                                         transaction ends (an advisory lock where the database has one; SQLite's
+                                         IMMEDIATE transactions serialise writers)
+    ``slots(workflow, key)``             over the unfinished runs of that key: (holders: those without a ticket,
+                                         queued: those with one, the highest ticket or 0)
+    ``queued_runs(workflow, key, limit)``
+                                         the unfinished queued runs of that key, lowest ticket first: (id, queue)
+    ``queued_keys(limit)``               distinct (workflow, key) that have unfinished queued runs
 
 Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
     ``get_store(name, store_id)``        the store, or None
@@ -343,11 +366,23 @@ class Storage(Protocol):
     def add_effect_watch(self, effect_id: str, execution_id: str, step_key: str) -> None: ...
     def pop_effect_watches(self, effect_id: str) -> list[str]: ...
 
+    # Rate limits
+    def admit(
+        self, key: str, limit: int, window: float, units: int, execution_id: str, step_key: str, token: str
+    ) -> tuple[bool, datetime] | None: ...
+    def drop_spent_admissions(self, limit: int) -> int: ...
+
     # The sweep
     def lock_due(self, limit: int) -> list[tuple[str, str, dict[str, Any] | None]]: ...
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]: ...
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]: ...
     def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]: ...
+
+    # Concurrency keys
+    def lock_slots(self, workflow: str, key: str) -> None: ...
+    def slots(self, workflow: str, key: str) -> tuple[int, int, int]: ...
+    def queued_runs(self, workflow: str, key: str, limit: int) -> list[tuple[str, str]]: ...
+    def queued_keys(self, limit: int) -> list[tuple[str, str]]: ...
 
     # Stores
     def get_store(self, name: str, store_id: str) -> Any | None: ...

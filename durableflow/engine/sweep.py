@@ -59,10 +59,12 @@ class Sweeping:
                 self.wake(stranded)
         # Store waiters woken while their execution was still running (see engine/stores.py).
         stores = self.sweep_store_waiters(batch)
-        if due or stale or overdue or taken or items or stores:
+        # Queued runs of a concurrency key whose slots were freed without admitting them.
+        admitted = self.sweep_slots(batch)
+        if due or stale or overdue or taken or items or stores or admitted:
             logger.info(
                 "sweep: %d due (%d woken), %d stale, %d past their deadline, %d taken over, %d items resent, "
-                "%d woken for stores",
+                "%d woken for stores, %d admitted to a concurrency slot",
                 len(due),
                 len(woken) if due else 0,
                 len(stale),
@@ -70,6 +72,7 @@ class Sweeping:
                 taken,
                 items,
                 stores,
+                admitted,
             )
         return {
             "due": len(due),
@@ -78,6 +81,7 @@ class Sweeping:
             "taken_over": taken,
             "items": items,
             "stores": stores,
+            "admitted": admitted,
         }
 
     def _cancel_overdue(self: Engine, limit: int) -> int:

@@ -1,7 +1,8 @@
 """The verbs, written once over the storage protocol.
 
 ``Engine(storage, registry, settings)`` is everything that may change an execution's state:
-starting it, delivering it, steering it (cancel, retry, rerun, fork), sweeping and pruning.
+starting it (also at a schedule's tick), delivering it, steering it (cancel, retry, rerun, fork),
+sweeping and pruning.
 The Python API (``durableflow.operations``), the Celery tasks, the admin, the REST API,
 management commands and the in-memory tester all call these same methods with the storage
 they use; the storages implement only ``durableflow.engine.storage.Storage``.
@@ -12,13 +13,15 @@ from __future__ import annotations
 import logging
 import time
 
-from durableflow.engine import driver, faults
+from durableflow.engine import driver, faults, replays
+from durableflow.engine.concurrency import Slots
 from durableflow.engine.effects import Effects
 from durableflow.engine.items import Items
 from durableflow.engine.journal import Journal
 from durableflow.engine.lineage import Lineage
 from durableflow.engine.pruning import Pruning
 from durableflow.engine.records import RELEASED
+from durableflow.engine.schedules import Schedules
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
@@ -38,7 +41,7 @@ logger = logging.getLogger("durableflow.delivery")  # where the driver logs the 
 ARRIVAL_PAUSES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.3)
 
 
-class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items):
+class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items, Slots, Schedules):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):
@@ -58,6 +61,14 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
             engine=delivering,
             lease_holders=self.settings.lease_holders(),
         )
+
+    def replay_check(self, execution_id: str) -> replays.Verdict:
+        """Whether the registered code replays ``execution_id``'s journal (reads only; see ``replays``)."""
+        return replays.check(self.storage, self.registry, execution_id, self.settings)
+
+    def export(self, execution_id: str) -> dict:
+        """The execution's row and journal as JSON values (what ``replays.from_export`` reads)."""
+        return replays.export(self.storage, execution_id)
 
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs.

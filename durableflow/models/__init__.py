@@ -6,6 +6,7 @@ The database is the source of truth: a Celery message only says "look at executi
 from durableflow.models.documents import WorkflowDocument
 from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
+from durableflow.models.ratelimits import RateLimitAdmission
 from durableflow.models.stores import Store, StoreLedger, StoreWaiter
 from durableflow.models.waits import Event, Waiter
 
@@ -20,4 +21,5 @@ __all__ = [
     "Event",
     "Waiter",
     "WorkflowDocument",
+    "RateLimitAdmission",
 ]

@@ -41,6 +41,7 @@ class ExecutionQuerySet(models.QuerySet):
             Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now),
             status__in=ACTIVE,
             enqueued_at__lt=now - timedelta(seconds=redeliver_after),
+            concurrency_ticket__isnull=True,
         )
 
 
@@ -97,6 +98,11 @@ class Execution(models.Model):
     # process died holding it (killed, out of memory, a crash in native code). Zeroed by a claim
     # that finds the lease given back (an outcome, a suspension, a fault's release).
     lost_deliveries = models.PositiveIntegerField(default=0)
+    # A workflow with a concurrency limit: the run's key (None: not limited), and while it waits
+    # for a slot its ticket in the key's queue, lower first (pending, never claimed nor re-sent
+    # until a holder ends and admits it; None: it holds a slot, or is not limited).
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    concurrency_ticket = models.PositiveBigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -129,6 +135,12 @@ class Execution(models.Model):
                 fields=["deadline_at"],
                 condition=Q(deadline_at__isnull=False) & status_in(RUNNABLE),
                 name="durableflow_exec_deadline",
+            ),
+            # A concurrency key's holders and queue: the runs of one key that are not finished.
+            models.Index(
+                fields=["workflow", "concurrency_key", "concurrency_ticket"],
+                condition=Q(concurrency_key__isnull=False) & status_in(RUNNABLE),
+                name="durableflow_exec_slots",
             ),
             # An execution's reruns and forks, and its children, newest first (the admin's
             # panels, the API's links). The ordering is in the index: without it SQLite walks the

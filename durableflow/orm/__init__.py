@@ -9,7 +9,9 @@ from __future__ import annotations
 from durableflow.orm.core import OrmCore, db_alias
 from durableflow.orm.effects import OrmEffects
 from durableflow.orm.items import OrmItems
+from durableflow.orm.ratelimits import OrmRateLimits
 from durableflow.orm.sagas import OrmSagas
+from durableflow.orm.slots import OrmSlots
 from durableflow.orm.stores import OrmStores
 from durableflow.orm.transactions import OrmTransactions
 from durableflow.orm.waits import OrmWaits
@@ -17,5 +19,7 @@ from durableflow.orm.waits import OrmWaits
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore):
+class OrmStorage(
+    OrmRateLimits, OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore
+):
     """The storage protocol on the models, on the alias the project's routers choose."""

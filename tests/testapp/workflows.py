@@ -10,9 +10,12 @@ from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import (
     admin_workflows,  # noqa: F401 - registers the admin tests' workflows
     chaos,  # noqa: F401 - the chaos suite's workflows (tests/chaos/)
+    deploys,  # noqa: F401 - the workflows whose code a deploy changes
     document_tasks,  # noqa: F401 - registers the tasks workflow documents run
     effects,  # noqa: F401 - registers the workflows with effects
     faults,  # noqa: F401 - the workflows that meet database failures (and their injection)
+    limits,  # noqa: F401 - concurrency keys on real workers
+    ratelimits,  # noqa: F401 - rate-limited steps
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)
     txsteps,  # noqa: F401 - registers the transactional step workflows
@@ -122,6 +125,7 @@ def timer(ctx, params):
 
 from tests.testapp import (
     faults,  # noqa: F401 - the workflows that meet database failures (and their injection)
+    ratelimits,  # noqa: F401 - rate-limited steps
     api_workflows,  # noqa: E402, F401 - registers the REST API tests' workflows
     timeout_workflows,  # noqa: E402,F401 (registers the workflows)
 )

@@ -10,15 +10,33 @@ from __future__ import annotations
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
 from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
 from durableflow.engine.memory.items import MemoryItems
+from durableflow.engine.memory.ratelimits import MemoryAdmission, MemoryRateLimits
 from durableflow.engine.memory.sagas import MemorySagas
+from durableflow.engine.memory.slots import MemorySlots
 from durableflow.engine.memory.stores import MemoryStores
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 from durableflow.engine.memory.waits import MemoryWaits
 
-__all__ = ["ManualClock", "MemoryExecution", "MemoryEffect", "MemoryTables", "MemoryTable", "InMemoryStorage"]
+__all__ = [
+    "ManualClock",
+    "MemoryExecution",
+    "MemoryEffect",
+    "MemoryAdmission",
+    "MemoryTables",
+    "MemoryTable",
+    "InMemoryStorage",
+]
 
 
 class InMemoryStorage(
-    MemorySagas, MemoryEffects, MemoryStores, MemoryWaits, MemoryItems, MemoryTransactions, MemoryCore
+    MemoryRateLimits,
+    MemorySlots,
+    MemorySagas,
+    MemoryEffects,
+    MemoryStores,
+    MemoryWaits,
+    MemoryItems,
+    MemoryTransactions,
+    MemoryCore,
 ):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""

@@ -68,6 +68,8 @@ class MemoryExecution:
     lease_holder: str | None = None
     deliveries: int = 0
     lost_deliveries: int = 0
+    concurrency_key: str | None = None
+    concurrency_ticket: int | None = None
     watched: bool = False
     wake_pending: bool = False
     continued_as: str | None = None
@@ -100,6 +102,8 @@ class MemoryTables:
     stores: dict[tuple[str, str], Any] = field(default_factory=dict)
     store_ledger: dict[tuple[str, str], Any] = field(default_factory=dict)
     store_waiters: dict[tuple[str, str], Any] = field(default_factory=dict)
+    # Rate-limit admissions and waiting requests by id (durableflow.engine.memory.ratelimits).
+    admissions: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -278,6 +282,9 @@ class MemoryCore:
                 for watch in [watch for watch in watches if watch[0] in gone]:
                     del watches[watch]
             tables.store_waiters = {k: w for k, w in tables.store_waiters.items() if k[0] not in gone}
+            for admission in tables.admissions.values():  # kept, counted until its window ends
+                if admission.execution_id in gone:
+                    admission.execution_id = None
             return len(gone)
 
     def _set(self, execution: MemoryExecution, values: dict[str, Any]) -> None:
@@ -290,7 +297,7 @@ class MemoryCore:
     # A delivery -------------------------------------------------------------------------
 
     def _claimable(self, execution: MemoryExecution, now: datetime, take_over: str | None = None) -> bool:
-        if execution.status not in RUNNABLE:
+        if execution.status not in RUNNABLE or execution.concurrency_ticket is not None:
             return False
         if execution.status in DUE_ONLY and (execution.wake_at is None or execution.wake_at > now):
             return False
@@ -449,6 +456,7 @@ class MemoryCore:
                     and (e.lease_token is None or e.lease_expires_at < now)
                     and e.enqueued_at is not None
                     and e.enqueued_at < overdue
+                    and e.concurrency_ticket is None
                 ),
                 key=lambda e: e.enqueued_at,
             )

@@ -29,6 +29,11 @@ class StepBase:
             self._ctx._raise_recorded(record)
         self._wait_until_due(key, record)
 
+    def _stand_in(self, kind: str, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """The callable that runs as step ``key``'s body (``EngineSettings.step_body``)."""
+        hook = self._ctx._settings.step_body
+        return fn if hook is None else hook(kind, key, fn)
+
     def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
         """One live attempt of a step body: ``(started, result, error)``."""
         ctx = self._ctx
@@ -42,7 +47,9 @@ class StepBase:
         finally:
             ctx._in_step = None
 
-    def _failed_attempt(self, key, record, attempt, exc, retry, started, *, kind="run", exclusive=False):
+    def _failed_attempt(self, key, record, attempt, exc, retry, started, *, kind="run", exclusive=False, carry=None):
+        """Record a failed attempt: waiting for the next one, or failed. ``carry``: meta every record of
+        the step keeps (a rate-limit admission)."""
         ctx = self._ctx
         if isinstance(exc, exceptions.RetryableError):
             policy = retry or Retry()
@@ -52,7 +59,7 @@ class StepBase:
             policy = retry or ctx._settings.default_retry
             max_attempts, delay = policy.max_attempts, policy.delay(attempt)
         if attempt >= max_attempts:
-            return self._record_failure(kind, key, record, attempt, exc, started, exclusive=exclusive)
+            return self._record_failure(kind, key, record, attempt, exc, started, exclusive=exclusive, carry=carry)
         now = ctx._journal.now()
         until = now + timedelta(seconds=delay)
         ctx.logger.info("step %r attempt %d failed (%s); retrying in %.3g s", key, attempt, exc, delay)
@@ -62,13 +69,13 @@ class StepBase:
             status=StepStatus.WAITING,
             attempts=attempt,
             error=values.encode_error(exc),
-            meta={"until": iso(until)},
+            meta={**(carry or {}), "until": iso(until)},
             started_at=started_at(record, started),
         )
         self._store(waiting, record, exclusive)
         raise ctx._suspend(until, {"kind": "retry", "step": key, "attempt": attempt, "until": iso(until)})
 
-    def _record_failure(self, kind, key, record, attempt, exc, started, *, exclusive=False):
+    def _record_failure(self, kind, key, record, attempt, exc, started, *, exclusive=False, carry=None):
         """Record the step as failed and raise the recorded error into workflow code."""
         ctx = self._ctx
         failed = StepRecordData(
@@ -77,6 +84,7 @@ class StepBase:
             status=StepStatus.FAILED,
             attempts=attempt,
             error=values.encode_error(exc),
+            meta=dict(carry or {}),
             started_at=started_at(record, started),
             finished_at=ctx._journal.now(),
         )

@@ -109,7 +109,7 @@ class EffectSteps(StepBase):
             if held == effects.BUSY:
                 return self._park(key, record, request, attempts, started, reason="held by another delivery")
             attempts += 1
-            fn = request.lookup if call == "lookup" else request.perform
+            fn = request.lookup if call == "lookup" else self._stand_in("effect", key, request.perform)
             _, answer, error = self._attempt(key, lambda: fn(request.effect_id))
             if error is not None:
                 return self._park(key, record, request, attempts, started, reason=f"{call} raised", error=error)

@@ -109,7 +109,9 @@ class FanoutSteps(StepBase):
         ctx._record_live(key, "map", value, attempts=1, meta=record.meta, started_at=record.started_at)
         return value
 
-    def _run_remote(self, key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable=False) -> Any:
+    def _run_remote(
+        self, key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable=False, *, carry=None
+    ) -> Any:
         """``run(queue=)``: each attempt is an item on ``queue``; retries wait durably, as for ``run``."""
         ctx = self._ctx
         if record is not None and record.status == StepStatus.WAITING:
@@ -120,8 +122,9 @@ class FanoutSteps(StepBase):
                     raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": sent, "queue": queue})
                 started = started_at(record, record.started_at)
                 if attempt.status == StepStatus.COMPLETED:
-                    return self._succeeded(key, record, sent, attempt.value, schema, started, compensable)
-                return self._failed_attempt(key, record, sent, item_error(attempt), retry, started)
+                    value = attempt.value
+                    return self._succeeded(key, record, sent, value, schema, started, compensable, carry=carry)
+                return self._failed_attempt(key, record, sent, item_error(attempt), retry, started, carry=carry)
             self._wait_until_due(key, record)  # a retry: suspends until the next attempt is due
         path = function_path(fn)
         number = (record.attempts if record else 0) + 1
@@ -131,13 +134,13 @@ class FanoutSteps(StepBase):
             _, arguments = values.roundtrip({"args": list(fn_args), "kwargs": kwargs}, max_bytes=ctx._settings.max_payload_bytes)
         except exceptions.WorkflowValueError as exc:
             exc.message = f"step {key!r}: the arguments of a step on a queue must be durable values: {exc.message}"
-            return self._record_failure("run", key, record, number, exc, now)
+            return self._record_failure("run", key, record, number, exc, now, carry=carry)
         step = StepRecordData(
             key=key,
             kind="run",
             status=StepStatus.WAITING,
             attempts=number - 1,
-            meta={"task": number, "queue": queue},
+            meta={**(carry or {}), "task": number, "queue": queue},
             started_at=started_at(record, now),
         )
         body = StepRecordData(

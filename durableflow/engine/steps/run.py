@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Callable
 
 from durableflow import exceptions, values
+from durableflow.engine import ratelimits
 from durableflow.engine.context import iso
-from durableflow.engine.records import StepRecordData
+from durableflow.engine.records import LeaseLost, StepRecordData
 from durableflow.engine.states import StepStatus
 from durableflow.engine.steps.base import StepBase, apply_schema, started_at, validate
 from durableflow.engine.timeouts import call_with_timeout
-from durableflow.options import Retry
+from durableflow.options import RateLimit, Retry
 
 __all__ = ["RunSteps"]
 
@@ -33,6 +35,11 @@ class RunSteps(StepBase):
         ``compensate=undo``: once the step completed, ``undo(result)`` is its compensation
         (``durableflow.engine.sagas``), run if the execution is cancelled, fails uncaught or
         calls ``ctx.compensate()``.
+
+        ``rate_limit=RateLimit(key, limit, window)``: before its first attempt the step asks the
+        limiter shared by every worker (``durableflow.engine.ratelimits``); over the limit, the
+        execution waits durably until a unit frees. The admission is journaled with the step
+        (``meta["admitted_at"]``): its retries and replays take no second unit.
         """
         ctx = self._ctx
         key, rest = ctx._key(args)
@@ -41,42 +48,82 @@ class RunSteps(StepBase):
         fn, fn_args = rest[0], tuple(rest[1:])
         if compensate is not None and not callable(compensate):
             raise TypeError("ctx.step.run(..., compensate=fn) needs a callable taking the step's result")
-        _not_yet("rate_limit", rate_limit, "rate limits")
-        result = self._run(key, fn, fn_args, kwargs, retry, schema, compensate is not None, queue, timeout)
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise TypeError(f"ctx.step.run({key!r}, ..., rate_limit=...) needs a durableflow.RateLimit")
+        result = self._run(key, fn, fn_args, kwargs, retry, schema, compensate is not None, queue, timeout, rate_limit)
         if compensate is not None:
             ctx._saga.register(key, compensate, result)
         return result
 
-    def _run(self, key, fn, fn_args, kwargs, retry, schema, compensable, queue, timeout) -> Any:
+    def _run(self, key, fn, fn_args, kwargs, retry, schema, compensable, queue, timeout, rate_limit=None) -> Any:
         ctx = self._ctx
         record = ctx._reach(key, "run")
         if record is not None and record.status == StepStatus.COMPLETED:
             return apply_schema(key, schema, record.value, record.meta.get("schema"))
+        carry: dict[str, Any] = {}
+        if rate_limit is not None and (record is None or record.status != StepStatus.FAILED):
+            record, carry = self._admitted(key, record, rate_limit, fn_args, kwargs)
         if compensable:
             ctx._mark_compensable()  # before the body runs: a cancel from now on will compensate
         if queue is not None:
             if record is not None and record.status == StepStatus.FAILED:
                 ctx._raise_recorded(record)
-            return self._run_remote(key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable)
+            return self._run_remote(
+                key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable, carry=carry
+            )
         if record is not None:
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
         exit_hook = ctx._settings.on_thread_exit
+        fn = self._stand_in("run", key, fn)
         started, result, error = self._attempt(
             key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout, on_thread_exit=exit_hook)
         )
         if error is not None:
-            return self._failed_attempt(key, record, attempt, error, retry, started)
-        return self._succeeded(key, record, attempt, result, schema, started, compensable)
+            return self._failed_attempt(key, record, attempt, error, retry, started, carry=carry)
+        return self._succeeded(key, record, attempt, result, schema, started, compensable, carry=carry)
 
-    def _succeeded(self, key, record, attempt, result, schema, started, compensable=False):
+    def _admitted(self, key, record, rate_limit, fn_args, kwargs) -> tuple[StepRecordData | None, dict[str, Any]]:
+        """The step's admission by its rate limit: asked for once, before its first attempt.
+
+        Returns the record to go on from and the meta its records carry from now on; suspends
+        (``waiting_for.kind == "rate_limit"``) until a unit frees if the limiter refuses.
+        """
+        ctx = self._ctx
+        if record is not None and "admitted_at" in record.meta:  # a retry or a replay: admitted before
+            return record, {name: record.meta[name] for name in ("rate_limit", "admitted_at")}
+        limiter = ratelimits.limiter_key(rate_limit, key, fn_args, kwargs)
+        ctx._go_live()
+        try:
+            admitted, at = ctx._journal.admit(limiter, rate_limit.limit, rate_limit.window, rate_limit.units, key)
+        except LeaseLost as interrupt:
+            ctx._latch(interrupt)
+            raise
+        if admitted:
+            if record is not None and "rate_limit" in record.meta:
+                # The record of the wait for this admission is not an attempt: the first one starts now.
+                record = replace(record, meta={})
+            return record, {"rate_limit": limiter, "admitted_at": iso(at)}
+        ctx._write(
+            StepRecordData(
+                key=key,
+                kind="run",
+                status=StepStatus.WAITING,
+                attempts=record.attempts if record else 0,
+                meta={"rate_limit": limiter, "until": iso(at)},
+            ),
+            new=record is None,
+        )
+        raise ctx._suspend(at, {"kind": "rate_limit", "step": key, "key": limiter, "until": iso(at)})
+
+    def _succeeded(self, key, record, attempt, result, schema, started, compensable=False, *, carry=None):
         ctx = self._ctx
         try:
             _, value = values.roundtrip(result, max_bytes=ctx._settings.max_payload_bytes)
         except exceptions.WorkflowValueError as exc:
             exc.message = f"step {key!r} returned a value that cannot be journaled: {exc.message}"
-            return self._record_failure("run", key, record, attempt, exc, started)
-        meta, ok, parsed = {}, True, value
+            return self._record_failure("run", key, record, attempt, exc, started, carry=carry)
+        meta, ok, parsed = dict(carry or {}), True, value
         if schema is not None:
             ok, parsed = validate(key, schema, value)
             meta["schema"] = "accepted" if ok else "rejected"
@@ -133,7 +180,3 @@ class RunSteps(StepBase):
         )
         raise ctx._suspend(until, {"kind": "poll", "step": key, "attempt": attempt, "until": iso(until)})
 
-
-def _not_yet(name: str, value: Any, what: str) -> None:
-    if value is not None:
-        raise NotImplementedError(f"ctx.step.run({name}=...) is not available yet: {what} are not implemented")

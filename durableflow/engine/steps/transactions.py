@@ -120,7 +120,7 @@ class TransactionSteps(StepBase):
         ctx = self._ctx
         with ctx._journal.storage.transaction_scope() as scope:
             scope.key = key
-            result, error = self._body(scope, key, fn, fn_args, kwargs)
+            result, error = self._body(scope, key, self._stand_in("transaction", key, fn), fn_args, kwargs)
             if scope.refusal is not None:  # latched: the body may have caught the refusal
                 raise _RolledBack(scope.refusal, final=True)
             if error is not None:
