@@ -69,3 +69,20 @@ class ServiceScript(models.Model):
     effect_id = models.CharField(max_length=255, db_index=True)
     call = models.CharField(max_length=16)
     action = models.CharField(max_length=32)
+
+
+class ChaosLedger(models.Model):
+    """What the chaos suite's step bodies, effects and compensations did, one row each time they ran.
+
+    Written by ``tests.testapp.chaos`` on a connection of its own in autocommit (never inside a
+    transaction of durableflow's, so a rolled-back delivery cannot take a row back), with the
+    database's clock at the insert. ``nonce`` makes a retried insert (after a dropped connection)
+    write its row once.
+    """
+
+    nonce = models.CharField(max_length=32, unique=True)
+    execution_id = models.CharField(max_length=200, db_index=True)
+    step = models.CharField(max_length=255)
+    kind = models.CharField(max_length=16)  # body, perform, compensate
+    pid = models.IntegerField()
+    at = models.DateTimeField()

@@ -9,6 +9,7 @@ import durableflow
 from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import (
     admin_workflows,  # noqa: F401 - registers the admin tests' workflows
+    chaos,  # noqa: F401 - the chaos suite's workflows (tests/chaos/)
     deploys,  # noqa: F401 - the workflows whose code a deploy changes
     document_tasks,  # noqa: F401 - registers the tasks workflow documents run
     effects,  # noqa: F401 - registers the workflows with effects
