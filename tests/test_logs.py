@@ -39,7 +39,7 @@ def test_every_durableflow_logger_has_the_context_filter():
         for name, found in logging.root.manager.loggerDict.items()
         if isinstance(found, logging.Logger) and (name == "durableflow" or name.startswith("durableflow."))
     }
-    assert {"durableflow", "durableflow.delivery", "durableflow.journal", "durableflow.concurrency"} <= set(loggers)
+    assert {"durableflow", "durableflow.delivery", "durableflow.journal"} <= set(loggers)
     missing = [name for name, found in loggers.items() if not any(isinstance(f, logs.ContextFilter) for f in found.filters)]
     assert not missing
 
