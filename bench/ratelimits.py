@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import durableflow
-from bench.stats import per_step, timed_ms
+from bench.kinds import delivered_ms, interleaved
+from bench.stats import per_step
 
 __all__ = ["overhead", "summarize", "rows"]
 
@@ -38,41 +39,12 @@ def rate_limited_steps(ctx, params):
 
 
 def _deliver(kind: str, steps: int) -> float:
-    # Imported here: the report imports this module in a process without Django set up.
-    from durableflow import operations
-    from durableflow.models import Execution
-
-    execution = durableflow.start(WORKFLOWS[kind], {"steps": steps}, queue=QUEUE)
-    elapsed = timed_ms(lambda: operations.deliver(execution.id))
-    status = Execution.objects.values_list("status", flat=True).get(pk=execution.id)
-    if status != "completed":
-        raise RuntimeError(f"benchmark execution {execution.id} ({kind}) is {status}")
-    return elapsed
-
-
-def _queries(kind: str, steps: int) -> int:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    with CaptureQueriesContext(connection) as captured:
-        _deliver(kind, steps)
-    return len(captured.captured_queries)
+    return delivered_ms(WORKFLOWS[kind], {"steps": steps}, QUEUE)
 
 
 def overhead(sizes: list[int], repeats: int) -> dict[str, Any]:
-    """Per kind and size: delivery times (ms) of each repeat, interleaved by kind, and queries
-    (counted on separate deliveries: capturing them costs time)."""
-    for kind in KINDS:
-        _deliver(kind, 1)  # warm connections and prepared statements
-    out: dict[str, Any] = {kind: {str(size): {"ms": []} for size in sizes} for kind in KINDS}
-    for _ in range(repeats):
-        for size in sizes:
-            for kind in KINDS:
-                out[kind][str(size)]["ms"].append(_deliver(kind, size))
-    for kind in KINDS:
-        for size in sizes:
-            out[kind][str(size)]["queries"] = min(_queries(kind, size) for _ in range(2))
-    return out
+    """Per kind and size: delivery times (ms) of each repeat, interleaved by kind, and queries."""
+    return interleaved(KINDS, _deliver, sizes, repeats)
 
 
 def summarize(raw: dict[str, Any]) -> dict[str, Any]:
