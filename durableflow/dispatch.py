@@ -1,4 +1,4 @@
-"""Every Celery task durableflow sends or runs, by name, and the one way it sends them.
+"""The one way durableflow sends its Celery tasks (named in ``durableflow.engine.names``).
 
 Tasks are sent by name (``send_task``) on the project's own Celery app, as
 django-celery-beat does, so that nothing that sends a task imports the task modules: the
@@ -12,18 +12,11 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from durableflow.engine import logs, transactions
+from durableflow.engine.names import DELIVER, PRUNE, RUN_ITEM, SWEEP, TASKS, TICK
 
 __all__ = ["DELIVER", "SWEEP", "RUN_ITEM", "PRUNE", "TICK", "TASKS", "send", "send_many", "guard_publishes"]
 
 logger = logs.logger("durableflow.dispatch")
-
-DELIVER = "durableflow.deliver"  # args: (execution_id,) - one delivery of an execution
-SWEEP = "durableflow.sweep"  # no args - wake due executions, re-send lost wake-ups
-RUN_ITEM = "durableflow.run_item"  # args: (execution_id, key) - one map item or run(queue=) attempt
-PRUNE = "durableflow.prune"  # args: (older_than,) - delete executions finished longer ago ("30d")
-TICK = "durableflow.tick"  # kwargs: schedule, workflow, params, catch_up - a schedule's tick (beat sends it)
-
-TASKS = (DELIVER, SWEEP, RUN_ITEM, PRUNE, TICK)
 
 # A publish never blocks its caller for long: one bounded retry. A message that cannot be
 # sent is not lost work (the row is committed); the sweep sends it again once overdue.

@@ -17,11 +17,11 @@ from django.db.models import Count, F, Q
 from django.db.models.functions import Now
 
 from durableflow.conf import df_settings
-from durableflow.engine import logs
-from durableflow.engine.states import LEASED, RUNNABLE, ExecutionStatus
-from durableflow.models import Execution, SweepRun
-from durableflow.models import executions
+from durableflow.engine import logs, predicates
+from durableflow.engine.states import RUNNABLE, ExecutionStatus
+from durableflow.models import Execution, SweepRun, executions
 from durableflow.orm import OrmStorage, db_alias
+from durableflow.orm.predicates import to_q
 
 __all__ = [
     "counts",
@@ -53,11 +53,11 @@ def _questions(now: datetime) -> dict[str, Q]:
         # Due for longer than a sweep interval: the sweep is not running, or not keeping up.
         "overdue": executions.due(late),
         # Held by a delivery whose lease ran out (its worker died or hangs): re-sent by the sweep.
-        "expired_leases": Q(status__in=LEASED, lease_token__isnull=False, lease_expires_at__lt=now),
+        "expired_leases": to_q(predicates.LEASE_EXPIRED, now),
         # Runnable, nobody on it, and its last wake-up older than a lease: the sweep re-sends these.
         "stale": executions.stale(df_settings.LEASE_SECONDS, now),
         # Past their deadline and not cancelled yet (the sweep cancels them).
-        "past_deadline": Q(status__in=RUNNABLE, deadline_at__lt=now, cancel_requested__isnull=True),
+        "past_deadline": to_q(predicates.OVERDUE, now),
         # Code that does not match the journal: waiting for a deploy, a retry() or a cancel.
         "stalled": _STALLED,
     }
@@ -70,7 +70,6 @@ def _executions():
 def database_now() -> datetime:
     """The database's clock (what every age here is judged by)."""
     return OrmStorage().now()
-
 
 
 def counts() -> dict[str, int]:

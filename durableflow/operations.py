@@ -17,7 +17,7 @@ from django.db import connections
 from django.utils import timezone
 from django.utils.dateparse import parse_duration
 
-from durableflow import dispatch, exceptions, monitoring, signals, waiting
+from durableflow import dispatch, exceptions, monitoring, signals
 from durableflow.conf import df_settings
 from durableflow.engine.replays import Verdict
 from durableflow.engine.settings import EngineSettings
@@ -25,7 +25,7 @@ from durableflow.engine.states import TERMINAL
 from durableflow.engine.steering import OUTCOME_FIELDS
 from durableflow.engine.verbs import Engine
 from durableflow.models import Execution
-from durableflow.orm import OrmStorage, db_alias, documents
+from durableflow.orm import OrmStorage, db_alias, documents, waiting
 from durableflow.registry import WorkflowDefinition
 
 __all__ = [
@@ -183,7 +183,7 @@ def result(execution_id: str, timeout: float | None = None) -> Any:
 
     Woken by the finishing transaction's notification on PostgreSQL, which carries the outcome
     (no read after the wake-up unless it was too large to carry), re-reading the database at
-    least every ``RESULT_RECHECK_SECONDS`` (see ``durableflow.waiting``). A run that
+    least every ``RESULT_RECHECK_SECONDS`` (see ``durableflow.orm.waiting``). A run that
     continued as new answers with the result of the one that carries it on. Raises
     ``ExecutionFailed`` if it ended without completing, ``WaitTimeout`` after ``timeout``
     seconds, ``ExecutionNotFound`` for an unknown id.
@@ -205,7 +205,7 @@ def wait_finished(execution_id: str, timeout: float | None) -> Execution:
 
 
 def _wait(verbs: Engine, execution_id: str, timeout: float | None, *, follow: bool) -> Execution:
-    """The one way to wait for an execution's end (``durableflow.waiting.until``)."""
+    """The one way to wait for an execution's end (``durableflow.orm.waiting.until``)."""
     alias = db_alias()
     return waiting.until(
         execution_id,

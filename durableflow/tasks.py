@@ -17,7 +17,7 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 from durableflow import dispatch, operations, schedules
 from durableflow.engine import faults, logs
 from durableflow.healing import heal
-from durableflow.leases import keeper
+from durableflow.orm.leases import keeper
 
 logger = logs.logger("durableflow.delivery")
 

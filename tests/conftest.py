@@ -25,7 +25,7 @@ def django_db_setup(django_test_environment, django_db_blocker):
 
         config = setup_databases(verbosity=0, interactive=False, aliases=set(settings.DATABASES))
     yield
-    from durableflow.waiting import stop_listening
+    from durableflow.orm.waiting import stop_listening
 
     stop_listening()
     with django_db_blocker.unblock():
@@ -48,7 +48,7 @@ def _disconnect_others() -> None:
 @pytest.fixture(autouse=True)
 def no_lease_left_held():
     """Every delivery this process starts releases its lease, whatever the test did to it."""
-    from durableflow.leases import keeper
+    from durableflow.orm.leases import keeper
 
     yield
     held = sorted(lease.execution_id for lease in keeper.held())

@@ -61,7 +61,10 @@ def test_the_verbs_are_methods_of_the_engine_alone():
         stray = [
             p
             for p in places
-            if p not in engine_modules and Path(p).name not in faces and "api" not in p and (verb, p) not in step_methods
+            if p not in engine_modules
+            and Path(p).name not in faces
+            and "api" not in p
+            and (verb, p) not in step_methods
         ]
         assert not stray, f"{verb} defined outside the engine and its entry points: {stray}"
 
@@ -108,3 +111,62 @@ def test_no_private_attribute_of_django_is_used():
                 used.append((node.attr, f"{path.relative_to(PACKAGE)}:{node.lineno}"))
     borrowed = [(attr, where) for attr, where in used if attr not in ours | {"_meta", "_getframe"}]
     assert not borrowed, borrowed
+
+
+def test_no_module_but_the_transition_table_lists_step_statuses():
+    """A collection naming two ``StepStatus`` members: the sets live beside the statuses."""
+    found = []
+    for path, tree in _sources():
+        if path == STATES:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+                members = [
+                    e for e in node.elts if isinstance(e, ast.Attribute) and getattr(e.value, "id", "") == "StepStatus"
+                ]
+                if len(members) >= 2:
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not found, f"step-status sets outside engine/states.py: {found}"
+
+
+def _imports(path: Path, tree: ast.AST) -> set[str]:
+    """The durableflow modules ``path`` imports (``from durableflow import x`` names ``durableflow.x``)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "durableflow":
+                found |= {f"durableflow.{alias.name}" for alias in node.names}
+            else:
+                found.add(node.module)
+    return {name for name in found if name.split(".")[0] == "durableflow"}
+
+
+# What the engine may import from outside itself: plain-Python modules of the package root.
+ENGINE_MAY_IMPORT = {"durableflow.exceptions", "durableflow.values", "durableflow.options", "durableflow.registry"}
+
+
+def test_the_engine_imports_nothing_from_the_django_side():
+    """Not ``dispatch``, ``tasks``, the models, the ORM adapter or any Django-facing module."""
+    found = []
+    for path, tree in _sources():
+        if "engine" not in path.relative_to(PACKAGE).parts[:1]:
+            continue
+        outside = {m for m in _imports(path, tree) if not m.startswith("durableflow.engine")} - ENGINE_MAY_IMPORT
+        found += [f"{path.relative_to(PACKAGE)}: {module}" for module in sorted(outside)]
+    assert not found, found
+
+
+def test_dispatch_imports_only_the_engine_s_names_logs_and_transaction_guard():
+    path = PACKAGE / "dispatch.py"
+    engine = {m for m in _imports(path, ast.parse(path.read_text())) if m.startswith("durableflow.engine")}
+    assert engine <= {"durableflow.engine", "durableflow.engine.names"}, engine
+    text = path.read_text()
+    assert "from durableflow.engine import logs, transactions" in text
+
+
+def test_the_django_adapter_s_sql_leases_and_waiting_live_in_orm():
+    for name in ("sql", "leases", "waiting"):
+        assert not (PACKAGE / f"{name}.py").exists()
+        assert (PACKAGE / "orm" / f"{name}.py").exists()

@@ -11,8 +11,8 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 from django.utils import timezone
 
-from durableflow.leases import LeaseKeeper
 from durableflow.models import Execution
+from durableflow.orm.leases import LeaseKeeper
 from tests.helpers import uid, wait_for
 
 TICK = 0.01  # short, so that a keeper that polled while idle would show it within a second

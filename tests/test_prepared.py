@@ -1,7 +1,7 @@
 """A delivery's statements are prepared on PostgreSQL: parsed and planned once per connection.
 
 Django connects with ``prepare_threshold=None`` (psycopg never prepares); durableflow's own
-cursor asks for it (``durableflow.sql.cursor``) unless ``PREPARED_STATEMENTS`` is False.
+cursor asks for it (``durableflow.orm.sql.cursor``) unless ``PREPARED_STATEMENTS`` is False.
 Django's own queries stay unprepared either way.
 """
 

@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from durableflow import sql
 from durableflow.engine.states import StepStatus
+from durableflow.orm import sql
 
 
 @pytest.mark.parametrize(

@@ -18,10 +18,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 import durableflow
-from durableflow import exceptions, operations, waiting
+from durableflow import exceptions, operations
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.steering import OUTCOME_FIELDS
-from durableflow.orm import db_alias
+from durableflow.orm import db_alias, waiting
 from tests.helpers import uid, wait_for
 
 NOBODY = "durableflow-test-nobody"  # a queue no worker consumes: what starts there stays pending

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from durableflow import dispatch, exceptions, values
+from durableflow import exceptions, values
+from durableflow.engine import names
 from durableflow.engine.states import QUEUED
 from durableflow.engine.storage import NOW
 
@@ -109,7 +110,7 @@ class Slots:
         first = self.storage.queued_runs(workflow, key, free)
         admitted = self.storage.update_executions([pk for pk, _ in first], dict(_ADMITTED), statuses=QUEUED)
         for pk, queue in admitted:
-            self.storage.enqueue(dispatch.DELIVER, (pk,), queue)
+            self.storage.enqueue(names.DELIVER, (pk,), queue)
         return len(admitted)
 
     def sweep_slots(self: Engine, limit: int) -> int:

@@ -35,7 +35,7 @@ from durableflow.engine.records import (
 )
 from durableflow.engine.sagas import Saga
 from durableflow.engine.settings import EngineSettings
-from durableflow.engine.states import StepStatus
+from durableflow.engine.states import STEP_FINISHED, StepStatus
 
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["Context", "Suspend", "MAX_KEY_LENGTH", "iso", "parse_iso"]
 
 MAX_KEY_LENGTH = 255  # StepRecord.key
-_FINISHED = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+_FINISHED = STEP_FINISHED
 
 
 def iso(moment: datetime) -> str:

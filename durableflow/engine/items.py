@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
-from durableflow import dispatch, exceptions, values
-from durableflow.engine import faults, logs
+from durableflow import exceptions, values
+from durableflow.engine import faults, logs, names
 from durableflow.engine.states import StepStatus
 from durableflow.engine.storage import NOW
 from durableflow.engine.timeouts import call_with_timeout
@@ -122,7 +122,7 @@ class Items:
                 return "stale"
             following = storage.send_next_item(execution_id)  # max_concurrency: the next one waiting
             if following is not None:
-                storage.enqueue(dispatch.RUN_ITEM, (execution_id, following[0]), following[1])
+                storage.enqueue(names.RUN_ITEM, (execution_id, following[0]), following[1])
         # Read after the commit: of items finishing at the same time, the last to commit sees
         # none left, so the execution is woken at least once.
         if not storage.items_left(execution_id):
@@ -150,5 +150,5 @@ class Items:
         with self.storage.atomic():
             stale = self.storage.lock_stale_items(self.settings.lease_seconds, limit)
             for execution_id, key, queue in stale:
-                self.storage.enqueue(dispatch.RUN_ITEM, (execution_id, key), queue)
+                self.storage.enqueue(names.RUN_ITEM, (execution_id, key), queue)
         return len(stale)

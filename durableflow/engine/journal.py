@@ -12,8 +12,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from durableflow import dispatch
-from durableflow.engine import faults, holders, logs, observing
+from durableflow.engine import faults, holders, logs, names, observing
 from durableflow.engine.records import (
     ENDED,
     RECORD_FIELDS,
@@ -260,7 +259,7 @@ class Journal:
             logger.info("execution %s was woken while it ran; delivering again", self.execution_id)
             outcome, enqueue = woken, True
         if enqueue:
-            self.storage.enqueue(dispatch.DELIVER, (self.execution_id,), self.queue)
+            self.storage.enqueue(names.DELIVER, (self.execution_id,), self.queue)
         if fields["status"] in TERMINAL:
             self._announce(observing.FINISHED, status=fields["status"], error=fields.get("error"))
             if row.watched and self.engine is not None:

@@ -25,7 +25,7 @@ from durableflow import exceptions
 from durableflow.engine import logs, sagas
 from durableflow.engine.items import ITEM
 from durableflow.engine.metadata import replay_changes
-from durableflow.engine.states import TERMINAL, StepStatus
+from durableflow.engine.states import STEP_FINISHED, TERMINAL
 
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
@@ -34,7 +34,7 @@ __all__ = ["Lineage"]
 
 logger = logs.logger("durableflow")
 
-_KEPT = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+_KEPT = STEP_FINISHED
 
 
 class Lineage:

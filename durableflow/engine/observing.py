@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from durableflow.engine import logs
 from durableflow.engine.records import StepRecordData
-from durableflow.engine.states import StepStatus
+from durableflow.engine.states import STEP_AFTER_FAILED_ATTEMPT
 
 __all__ = ["STARTED", "FINISHED", "STEP_FAILED", "EVENTS", "Notify", "announce", "failed_attempt"]
 
@@ -33,7 +33,7 @@ EVENTS = (STARTED, FINISHED, STEP_FAILED)
 Notify = Callable[[str, dict[str, Any]], None]
 
 # A step record that reports a failed attempt: failed for good, or waiting for the next attempt.
-_FAILED_ATTEMPT = frozenset({StepStatus.FAILED, StepStatus.WAITING})
+_FAILED_ATTEMPT = STEP_AFTER_FAILED_ATTEMPT
 
 
 def announce(storage: Any, notify: Notify | None, event: str, **fields: Any) -> None:

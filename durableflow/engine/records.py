@@ -28,7 +28,6 @@ __all__ = [
     "CancelRequested",
     "CompensateRequested",
     "outcome_fields",
-    "lease_free",
     "RELEASED",
     "retry_target",
     "same_outcome",
@@ -194,15 +193,6 @@ class CompensateRequested(BaseException):
 
 # A lease given back: the execution stays running, claimable at once by the next delivery.
 RELEASED: dict[str, Any] = {"lease_token": None, "lease_expires_at": None}
-
-
-def lease_free(token: str | None, expires_at: datetime | None, now: datetime, take_over: str | None = None) -> bool:
-    """Whether a claim may take an execution's lease: none is held, it expired before ``now``, or
-    it is ``take_over``, a lease a delivery found held by a holder that is gone
-    (``durableflow.engine.holders``). The ORM's claim (``durableflow.sql``) spells the same."""
-    if token is None or (expires_at is not None and expires_at < now):
-        return True
-    return take_over is not None and token == take_over
 
 
 def outcome_fields(outcome: Outcome, now: datetime) -> tuple[dict[str, Any], bool]:

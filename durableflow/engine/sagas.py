@@ -46,7 +46,7 @@ from durableflow.engine.records import (
     Suspend,
     Unwound,
 )
-from durableflow.engine.states import ExecutionStatus, StepStatus
+from durableflow.engine.states import STEP_FINISHED, ExecutionStatus, StepStatus
 
 if TYPE_CHECKING:
     from durableflow.engine.context import Context
@@ -58,7 +58,7 @@ logger = logs.logger("durableflow.saga")
 S = ExecutionStatus
 KIND = "compensation"
 PREFIX = "$compensate:"
-_FINISHED = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+_FINISHED = STEP_FINISHED
 # What workflow methods raise to end a delivery: inside a compensation, a mistake to record.
 _CONTROL = (CancelRequested, CompensateRequested, Suspend, ContinueAsNew)
 

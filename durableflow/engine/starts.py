@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from durableflow import dispatch, exceptions, values
+from durableflow import exceptions, values
+from durableflow.engine import names
 from durableflow.engine.concurrency import key_for
 from durableflow.engine.records import Claim, Continued
 from durableflow.engine.states import ExecutionStatus
@@ -226,9 +227,9 @@ class Starts:
         if request.named or request.idempotency_key is not None:  # may be a repeat: no message for it
             execution = self.storage.create_execution(fields)
             if execution is not None:
-                self.storage.enqueue(dispatch.DELIVER, (execution.id,), queue)
+                self.storage.enqueue(names.DELIVER, (execution.id,), queue)
         else:  # a new id: its delivery may be sent while the row is written
-            execution = self.storage.create_and_enqueue(fields, dispatch.DELIVER, (request.execution_id,), queue)
+            execution = self.storage.create_and_enqueue(fields, names.DELIVER, (request.execution_id,), queue)
         if execution is None:
             return self._repeated(request), False
         return execution, True
@@ -241,7 +242,7 @@ class Starts:
             holds = hand_on or self.take_slot(definition.name, key, definition.concurrency.limit, fields)
             execution = self.storage.create_execution(fields)
             if execution is not None and holds:
-                self.storage.enqueue(dispatch.DELIVER, (execution.id,), fields["queue"])
+                self.storage.enqueue(names.DELIVER, (execution.id,), fields["queue"])
         if execution is None:
             return self._repeated(request), False
         return execution, True
@@ -308,7 +309,7 @@ class Starts:
                 [_fields(requests[index], queue, now=lambda: now) for index in writes]  # type: ignore[return-value]
             )
             found = {index: row or self._repeated(requests[index]) for index, row in zip(writes, rows)}
-            self.storage.enqueue_many(dispatch.DELIVER, [(row.id,) for row in rows if row is not None], queue)
+            self.storage.enqueue_many(names.DELIVER, [(row.id,) for row in rows if row is not None], queue)
         return [found[index] for index in owner]
 
     def _repeated(self: Engine, request: StartRequest) -> Any:

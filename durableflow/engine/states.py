@@ -48,6 +48,14 @@ class StepStatus:
     choices = [RUNNING, WAITING, COMPLETED, FAILED]
 
 
+# A step record that is final (its value or error replays) or not yet (a running attempt, a
+# retry's or a wait's record).
+STEP_FINISHED = frozenset({StepStatus.COMPLETED, StepStatus.FAILED})
+STEP_UNFINISHED = frozenset({StepStatus.WAITING, StepStatus.RUNNING})
+# What a record written after a failed attempt says: failed for good, or waiting for its retry.
+STEP_AFTER_FAILED_ATTEMPT = frozenset({StepStatus.FAILED, StepStatus.WAITING})
+
+
 class WaiterStatus:
     """A registered wait: open until something satisfies it or its deadline closes it."""
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
-from durableflow import dispatch, exceptions, values
-from durableflow.engine import logs, observing
+from durableflow import exceptions, values
+from durableflow.engine import logs, names, observing
 from durableflow.engine.records import retry_target
 from durableflow.engine.starts import MAX_ID_LENGTH
 from durableflow.engine.states import (
@@ -128,7 +128,7 @@ class Steering:
         moves = {status: {"status": S.PENDING, **runnable} for status in sources_for(S.PENDING) & RUNNABLE}
         moves.update({status: runnable for status in RUNNABLE - set(moves)})  # pending already
         for _, queue, _ in self.storage.mark_executions([execution_id], moves):
-            self.storage.enqueue(dispatch.DELIVER, (execution_id,), queue)
+            self.storage.enqueue(names.DELIVER, (execution_id,), queue)
 
     def retry(self: Engine, execution_id: str) -> Any:
         """Resume a failed (or stalled) execution from the step that failed it.
@@ -171,7 +171,7 @@ class Steering:
             if not updated:
                 raise exceptions.InvalidTransition(message=f"execution {execution_id} changed while being retried")
             if holds:
-                self.storage.enqueue(dispatch.DELIVER, (execution_id,), execution.queue)
+                self.storage.enqueue(names.DELIVER, (execution_id,), execution.queue)
             # Read before the commit sends the delivery: the caller sees the run as retried,
             # not as whatever a fast worker made of it since.
             retried = self.get(execution_id)
@@ -196,7 +196,7 @@ class Steering:
         woken = []
         for execution_id, queue, status in self.storage.mark_executions(execution_ids, moves):
             if status in _WAKEABLE:
-                self.storage.enqueue(dispatch.DELIVER, (execution_id,), queue)
+                self.storage.enqueue(names.DELIVER, (execution_id,), queue)
                 woken.append(execution_id)
         return woken
 

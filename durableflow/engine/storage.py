@@ -54,7 +54,7 @@ A delivery (leases and the journal)
     ``claim(id, token, lease_seconds, *, holder=None, take_over=None)``
                                          compare-and-set the lease if the execution is claimable (status and
                                          due time judged by the storage's clock) and its lease is free
-                                         (``records.lease_free``: none, expired, or the token ``take_over``),
+                                         (``predicates.LEASE_FREE``: none, expired, or the token ``take_over``),
                                          recording ``holder``: a ``ClaimRow``, or None
     ``keep_lease(id, token, seconds)``   keep renewing the lease while steps run: a handle with ``.lost``
     ``release_lease(handle)``

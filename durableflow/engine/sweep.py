@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from durableflow import dispatch, exceptions
-from durableflow.engine import logs
+from durableflow import exceptions
+from durableflow.engine import logs, names
 from durableflow.engine.context import iso
 from durableflow.engine.starts import DEADLINE_EXCEEDED
 from durableflow.engine.states import ExecutionStatus, StepStatus
@@ -48,7 +48,7 @@ class Sweeping:
             if stale:
                 storage.update_executions([pk for pk, _ in stale], {"enqueued_at": NOW})
                 for pk, queue in stale:
-                    storage.enqueue(dispatch.DELIVER, (pk,), queue)
+                    storage.enqueue(names.DELIVER, (pk,), queue)
         overdue = self._cancel_overdue(batch)
         taken = self._take_over_gone(batch)
         items = self._resend_items(batch)
@@ -126,7 +126,7 @@ class Sweeping:
                     holder,
                     extra={"execution_id": pk},
                 )
-                storage.enqueue(dispatch.DELIVER, (pk,), queue)
+                storage.enqueue(names.DELIVER, (pk,), queue)
                 taken += 1
         return taken
 

@@ -3,7 +3,7 @@
 A trigger, so that every way an execution ends (a delivery's outcome, a cancel, a
 compensation, the admin) notifies, and only once it commits: ``pg_notify`` inside a
 transaction is delivered at its commit and never after a rollback. The payload is the id.
-``durableflow.waiting`` listens. Other databases have nothing to install.
+``durableflow.orm.waiting`` listens. Other databases have nothing to install.
 """
 
 from django.db import migrations

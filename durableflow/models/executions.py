@@ -8,7 +8,9 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from durableflow.engine.states import DUE_ONLY, RUNNABLE, TERMINAL, ExecutionStatus, StepStatus
+from durableflow.engine import predicates
+from durableflow.engine.states import DUE_ONLY, RUNNABLE, STEP_UNFINISHED, TERMINAL, ExecutionStatus, StepStatus
+from durableflow.orm.predicates import to_q
 
 __all__ = ["Execution", "StepRecord", "status_in"]
 
@@ -41,17 +43,12 @@ class ExecutionQuerySet(models.QuerySet):
 
 def due(now=None) -> Q:
     """``ExecutionQuerySet.due``'s condition (also counted by ``durableflow.monitoring``)."""
-    return status_in(DUE_ONLY) & Q(wake_at__lte=now if now is not None else Now())
+    return to_q(predicates.DUE, now)
 
 
 def stale(redeliver_after: float, now=None) -> Q:
     """``ExecutionQuerySet.stale``'s condition (also counted by ``durableflow.monitoring``)."""
-    now = now if now is not None else Now()
-    return (Q(lease_token__isnull=True) | Q(lease_expires_at__lt=now)) & Q(
-        status__in=ACTIVE,
-        enqueued_at__lt=now - timedelta(seconds=redeliver_after),
-        concurrency_ticket__isnull=True,
-    )
+    return to_q(predicates.STALE, now, {"redeliver_after": redeliver_after})
 
 
 class Execution(models.Model):
@@ -211,7 +208,7 @@ class StepRecord(models.Model):
             # sweep re-sends those whose message or worker was lost. Only those rows are indexed.
             models.Index(
                 fields=["started_at"],
-                condition=Q(kind="item", status__in=[StepStatus.WAITING, StepStatus.RUNNING]),
+                condition=Q(kind="item", status__in=sorted(STEP_UNFINISHED)),
                 name="durableflow_step_items",
             ),
         ]

@@ -6,20 +6,20 @@
 
 from __future__ import annotations
 
-from durableflow.orm.core import OrmCore, db_alias
-from durableflow.orm.effects import OrmEffects
-from durableflow.orm.items import OrmItems
-from durableflow.orm.ratelimits import OrmRateLimits
-from durableflow.orm.sagas import OrmSagas
-from durableflow.orm.slots import OrmSlots
-from durableflow.orm.stores import OrmStores
-from durableflow.orm.transactions import OrmTransactions
-from durableflow.orm.waits import OrmWaits
+from typing import Any
 
 __all__ = ["OrmStorage", "db_alias"]
 
 
-class OrmStorage(
-    OrmRateLimits, OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore
-):
-    """The storage protocol on the models, on the alias the project's routers choose."""
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: the models import this package's SQL helpers (``predicates``) while
+    # the storage's parts import the models.
+    if name == "OrmStorage":
+        from durableflow.orm.storage import OrmStorage
+
+        return OrmStorage
+    if name == "db_alias":
+        from durableflow.orm.core import db_alias
+
+        return db_alias
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 The alias is the one the project's routers give for durableflow's models, so the tables can
 live in a second database. The hot path of a delivery (claim, journal read, fenced step
-insert, fenced outcome) runs hand-written statements (``durableflow.sql``): one UPDATE ...
+insert, fenced outcome) runs hand-written statements (``durableflow.orm.sql``): one UPDATE ...
 RETURNING to claim the lease and read the execution, one SELECT of its journal (skipped
 while it has none), one single-statement write per live step and one UPDATE for the
 outcome. Everything else goes through the ORM.
@@ -25,15 +25,16 @@ from django.db.models.functions import Now
 
 from durableflow import dispatch
 from durableflow.conf import df_settings
+from durableflow.engine import predicates
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.states import LEASED, RUNNABLE, TERMINAL
+from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
-from durableflow.leases import Lease, keeper
 from durableflow.models import Execution, StepRecord, Waiter
-from durableflow.models.executions import status_in
 from durableflow.orm import overlap
-from durableflow.sql import aware, decode_claim, decode_record, statements
-from durableflow.sql import cursor as sql_cursor
+from durableflow.orm.leases import Lease, keeper
+from durableflow.orm.predicates import to_q
+from durableflow.orm.sql import aware, decode_claim, decode_record, statements
+from durableflow.orm.sql import cursor as sql_cursor
 
 __all__ = ["OrmCore", "db_alias"]
 
@@ -399,16 +400,14 @@ class OrmCore:
     def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]:
         rows = (
             self._executions()
-            .filter(status_in(RUNNABLE), deadline_at__lte=self._now(), cancel_requested__isnull=True)
+            .filter(to_q(predicates.OVERDUE, self._now()))
             .order_by("deadline_at")
             .select_for_update(skip_locked=True)
         )
         return list(rows.values_list("id", "deadline_at")[:limit])
 
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
-        rows = self._executions().filter(
-            status__in=list(LEASED), lease_expires_at__gte=self._now(), lease_holder__startswith=f"{host} "
-        )
+        rows = self._executions().filter(to_q(predicates.LEASE_LIVE, self._now()), lease_holder__startswith=f"{host} ")
         return list(rows.order_by().values_list("id", "queue", "lease_token", "lease_holder")[:limit])
 
 

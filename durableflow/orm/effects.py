@@ -1,7 +1,7 @@
 """The ORM storage's effects: ``Effect`` rows and the watches of executions waiting on them.
 
 An effect step writes three or four times (begin, hold, settle, and the step record), so its
-statements are written by hand like the rest of a delivery's (``durableflow.sql``): each is
+statements are written by hand like the rest of a delivery's (``durableflow.orm.sql``): each is
 one statement, compiled once per vendor and set of columns. Rare ones go through the ORM.
 
 Concurrency: each conditional write is one statement whose WHERE clause carries the
@@ -80,7 +80,7 @@ class OrmEffects:
 
 
 class EffectStatements:
-    """The effect statements for one vendor (the clock expression and casts of ``durableflow.sql``)."""
+    """The effect statements for one vendor (the clock expression and casts of ``durableflow.orm.sql``)."""
 
     def __init__(self, connection, sql) -> None:
         qn = connection.ops.quote_name

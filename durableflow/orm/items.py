@@ -13,12 +13,12 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, Q
 
-from durableflow.engine.states import RUNNABLE, StepStatus
+from durableflow.engine.states import RUNNABLE, STEP_UNFINISHED, StepStatus
 
 __all__ = ["OrmItems"]
 
 ITEM = "item"
-_UNFINISHED = [StepStatus.WAITING, StepStatus.RUNNING]
+_UNFINISHED = sorted(STEP_UNFINISHED)
 
 
 class OrmItems:

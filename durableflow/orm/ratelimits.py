@@ -11,7 +11,7 @@ right after it can only take the admission its execution's next delivery finds (
 (execution, step key)), never a second unit.
 
 An admission is a step's extra cost, so the common case (room now) is a few hand-written
-statements, like the rest of a delivery's (``durableflow.sql``): the lock, the lease with the
+statements, like the rest of a delivery's (``durableflow.orm.sql``): the lock, the lease with the
 step's admission, the clock with two sums, the INSERT. A refused request reads the rows (ORM)
 to learn when it would fit.
 """
@@ -27,7 +27,7 @@ from django.db.models import Q
 from durableflow.engine.ratelimits import admission_time, fits_now
 from durableflow.engine.states import RUNNABLE
 from durableflow.models import Execution, RateLimitAdmission
-from durableflow.sql import aware
+from durableflow.orm.sql import aware
 
 __all__ = ["OrmRateLimits"]
 
@@ -107,7 +107,7 @@ class OrmRateLimits:
 
 
 class RateLimitStatements:
-    """The admission's statements for one vendor (the clock expression of ``durableflow.sql``)."""
+    """The admission's statements for one vendor (the clock expression of ``durableflow.orm.sql``)."""
 
     def __init__(self, connection, sql) -> None:
         qn = connection.ops.quote_name

@@ -6,7 +6,7 @@ from typing import Any
 
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.models import StepRecord
-from durableflow.sql import decode_json
+from durableflow.orm.sql import decode_json
 
 __all__ = ["OrmSagas"]
 

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
-from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
+from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 from durableflow.models import Event, Execution, Waiter
 
@@ -120,7 +120,7 @@ class OrmWaits:
             status=W.EXPIRED, resolved_at=self._now()
         )
         self._steps().filter(
-            execution_id=execution_id, kind="item", status__in=[StepStatus.WAITING, StepStatus.RUNNING]
+            execution_id=execution_id, kind="item", status__in=sorted(STEP_UNFINISHED)
         ).update(**self._values(values))
 
     def watchers(self, execution_id: str) -> list[str]:

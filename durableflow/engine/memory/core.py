@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Iterator
 
+from durableflow.engine import predicates
 from durableflow.engine.memory.clone import clone
-from durableflow.engine.records import RECORD_FIELDS, StepRecordData, lease_free
-from durableflow.engine.states import DUE_ONLY, LEASED, RUNNABLE, TERMINAL, ExecutionStatus
+from durableflow.engine.records import RECORD_FIELDS, StepRecordData
+from durableflow.engine.states import TERMINAL, ExecutionStatus
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
@@ -195,9 +196,7 @@ class MemoryCore:
             self.tables.steps[execution.id] = {}
             return clone(execution)
 
-    def create_and_enqueue(
-        self, values: dict[str, Any], task: str, args: tuple, queue: str
-    ) -> MemoryExecution | None:
+    def create_and_enqueue(self, values: dict[str, Any], task: str, args: tuple, queue: str) -> MemoryExecution | None:
         with self.lock:
             execution = self.create_execution(values)
             if execution is not None:
@@ -312,11 +311,7 @@ class MemoryCore:
     # A delivery -------------------------------------------------------------------------
 
     def _claimable(self, execution: MemoryExecution, now: datetime, take_over: str | None = None) -> bool:
-        if execution.status not in RUNNABLE or execution.concurrency_ticket is not None:
-            return False
-        if execution.status in DUE_ONLY and (execution.wake_at is None or execution.wake_at > now):
-            return False
-        return lease_free(execution.lease_token, execution.lease_expires_at, now, take_over)
+        return predicates.holds(predicates.CLAIMABLE, execution, now, {"take_over": take_over})
 
     def claimable_ids(self) -> list[str]:
         """Executions a delivery could claim now (the tester delivers these)."""
@@ -347,22 +342,7 @@ class MemoryCore:
             execution.deliveries += 1
             execution.started_at = execution.started_at or now
             execution.wake_pending = False
-            values = {
-                name: clone(getattr(execution, name))
-                for name in (
-                    "workflow",
-                    "version",
-                    "params",
-                    "parent_id",
-                    "root_id",
-                    "deliveries",
-                    "waiting_for",
-                    "cancel_requested",
-                    "seed",
-                    "lost_deliveries",
-                )
-            }
-            values["queue"] = execution.queue
+            values = {name: clone(getattr(execution, name)) for name in predicates.CLAIM_FIELDS}
             return ClaimRow(values, clone(self.tables.steps[execution_id]), now)
 
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> _Lease:
@@ -454,25 +434,16 @@ class MemoryCore:
         now = self.clock()
         with self.lock:
             due = sorted(
-                (e for e in self.tables.executions.values() if e.status in DUE_ONLY and e.wake_at and e.wake_at <= now),
+                (e for e in self.tables.executions.values() if predicates.holds(predicates.DUE, e, now)),
                 key=lambda e: e.wake_at,
             )
             return [(e.id, e.queue, clone(e.waiting_for)) for e in due[:limit]]
 
     def lock_stale(self, redeliver_after: float, limit: int) -> list[tuple[str, str]]:
-        now = self.clock()
-        overdue = now - timedelta(seconds=redeliver_after)
+        now, after = self.clock(), {"redeliver_after": redeliver_after}
         with self.lock:
             stale = sorted(
-                (
-                    e
-                    for e in self.tables.executions.values()
-                    if e.status in RUNNABLE - DUE_ONLY
-                    and (e.lease_token is None or e.lease_expires_at < now)
-                    and e.enqueued_at is not None
-                    and e.enqueued_at < overdue
-                    and e.concurrency_ticket is None
-                ),
+                (e for e in self.tables.executions.values() if predicates.holds(predicates.STALE, e, now, after)),
                 key=lambda e: e.enqueued_at,
             )
             return [(e.id, e.queue) for e in stale[:limit]]
@@ -481,14 +452,7 @@ class MemoryCore:
         now = self.clock()
         with self.lock:
             overdue = sorted(
-                (
-                    e
-                    for e in self.tables.executions.values()
-                    if e.status in RUNNABLE
-                    and e.deadline_at is not None
-                    and e.deadline_at <= now
-                    and e.cancel_requested is None
-                ),
+                (e for e in self.tables.executions.values() if predicates.holds(predicates.OVERDUE, e, now)),
                 key=lambda e: e.deadline_at,
             )
             return [(e.id, e.deadline_at) for e in overdue[:limit]]
@@ -499,8 +463,5 @@ class MemoryCore:
             return [
                 (e.id, e.queue, e.lease_token, e.lease_holder)
                 for e in self.tables.executions.values()
-                if e.status in LEASED
-                and e.lease_token is not None
-                and e.lease_expires_at >= now
-                and (e.lease_holder or "").startswith(f"{host} ")
+                if predicates.holds(predicates.LEASE_LIVE, e, now) and (e.lease_holder or "").startswith(f"{host} ")
             ][:limit]

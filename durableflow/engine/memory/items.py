@@ -6,12 +6,12 @@ from datetime import timedelta
 from typing import Any
 
 from durableflow.engine.memory.clone import clone
-from durableflow.engine.states import RUNNABLE, StepStatus
+from durableflow.engine.states import RUNNABLE, STEP_UNFINISHED, StepStatus
 
 __all__ = ["MemoryItems"]
 
 ITEM = "item"
-_UNFINISHED = (StepStatus.WAITING, StepStatus.RUNNING)
+_UNFINISHED = STEP_UNFINISHED
 
 
 class MemoryItems:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from durableflow.engine.memory.clone import clone
-from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
+from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 
 __all__ = ["MemoryWaiter", "MemoryEvent", "MemoryWaits"]
@@ -163,7 +163,7 @@ class MemoryWaits:
                 if waiter.execution_id == execution_id and waiter.status == W.OPEN:
                     waiter.status, waiter.resolved_at = W.EXPIRED, self.clock()
             for record in self.tables.steps.get(execution_id, {}).values():
-                if record.kind == "item" and record.status in (StepStatus.WAITING, StepStatus.RUNNING):
+                if record.kind == "item" and record.status in STEP_UNFINISHED:
                     self.update_step(execution_id, record.key, values)
 
     def watchers(self, execution_id: str) -> list[str]:

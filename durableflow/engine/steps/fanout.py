@@ -11,16 +11,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from durableflow import dispatch, exceptions, values
+from durableflow import exceptions, values
+from durableflow.engine import names
 from durableflow.engine.context import MAX_KEY_LENGTH
 from durableflow.engine.items import ITEM, function_path, item_error
 from durableflow.engine.records import StepRecordData
-from durableflow.engine.states import StepStatus
+from durableflow.engine.states import STEP_FINISHED, StepStatus
 from durableflow.engine.steps.base import StepBase, started_at
 
 __all__ = ["FanoutSteps", "item_key", "attempt_key"]
 
-_DONE = (StepStatus.COMPLETED, StepStatus.FAILED)
+_DONE = STEP_FINISHED
 
 
 def item_key(key: str, index: int) -> str:
@@ -162,4 +163,4 @@ class FanoutSteps(StepBase):
             ctx._write_many(bodies)
             for body in bodies:
                 if body.started_at is not None:
-                    storage.enqueue(dispatch.RUN_ITEM, (ctx.execution_id, body.key), body.meta["queue"])
+                    storage.enqueue(names.RUN_ITEM, (ctx.execution_id, body.key), body.meta["queue"])

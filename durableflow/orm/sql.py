@@ -18,24 +18,13 @@ from typing import Any, Callable, Iterable
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils.dateparse import parse_datetime
 
+from durableflow.engine.predicates import CLAIM_FIELDS, CLAIMABLE
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
-from durableflow.engine.states import DUE_ONLY, ExecutionStatus, sources_for
+from durableflow.engine.states import ExecutionStatus
 from durableflow.engine.storage import ANY, NOW
+from durableflow.orm.predicates import to_sql
 
 __all__ = ["statements", "cursor", "RECORD_FIELDS"]
-_CLAIM_RETURNS = (
-    "workflow",
-    "version",
-    "params",
-    "parent_id",
-    "root_id",
-    "deliveries",
-    "waiting_for",
-    "queue",
-    "cancel_requested",
-    "seed",
-    "lost_deliveries",
-)
 
 S = ExecutionStatus
 
@@ -89,12 +78,10 @@ class Statements:
         execution, step = qn(Execution._meta.db_table), qn(StepRecord._meta.db_table)
         now, until = self._moment.format(name="now"), self._moment.format(name="until")
         text = "::text" if casts else ""  # typed text parameters, for the prepared statements
-        # Claimable: a status that may move to running (one that must be due, once due), and
-        # no live lease. The statuses come from the transition table.
-        anytime = ", ".join(f"'{s}'" for s in sorted(sources_for(S.RUNNING) - DUE_ONLY))
-        when_due = ", ".join(f"'{s}'" for s in sorted(sources_for(S.RUNNING) & DUE_ONLY))
-        # The lease is free (``records.lease_free``): none, expired, or the one a delivery found
-        # held by a holder that is gone (``take_over``; NULL matches nothing).
+        # Claimable (``predicates.CLAIMABLE``): may move to running (once due, if it must be),
+        # the lease free (none, expired, or ``take_over``: one whose holder is gone; NULL
+        # matches nothing), admitted by its concurrency key.
+        claimable = to_sql(CLAIMABLE, ec, now, lambda name: f"%({name})s{text}")
         self.claim_sql = (
             f"UPDATE {execution} SET {ec('status')} = '{S.RUNNING}', {ec('lease_token')} = %(token)s, "
             f"{ec('lease_expires_at')} = {until}, {ec('lease_holder')} = %(holder)s{text}, "
@@ -103,14 +90,8 @@ class Statements:
             f"{ec('lost_deliveries')} = CASE WHEN {ec('lease_token')} IS NULL THEN 0 "
             f"ELSE {ec('lost_deliveries')} + 1 END, "
             f"{ec('started_at')} = COALESCE({ec('started_at')}, {now}), {ec('wake_pending')} = FALSE "
-            f"WHERE {ec('id')} = %(id)s "
-            f"AND ({ec('status')} IN ({anytime}) "
-            f"OR ({ec('status')} IN ({when_due}) AND {ec('wake_at')} <= {now})) "
-            f"AND ({ec('lease_token')} IS NULL OR {ec('lease_expires_at')} < {now} "
-            f"OR {ec('lease_token')} = %(take_over)s{text}) "
-            # A run queued behind its concurrency key's holders waits to be admitted.
-            f"AND {ec('concurrency_ticket')} IS NULL "
-            f"RETURNING {', '.join(ec(c) for c in _CLAIM_RETURNS)}, "
+            f"WHERE {ec('id')} = %(id)s AND {claimable} "
+            f"RETURNING {', '.join(ec(c) for c in CLAIM_FIELDS)}, "
             # Whether there is a journal to read: a first delivery skips that round trip.
             f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"
             f"{_ASYNC_COMMIT if vendor == 'postgresql' else ''}"
@@ -361,8 +342,8 @@ def _encode(value: Any, is_json: bool, adapt) -> Any:
 def decode_claim(row: tuple) -> tuple[dict[str, Any], bool, datetime]:
     """The claimed execution's fields, whether it has step records, and the database clock
     at the claim."""
-    count = len(_CLAIM_RETURNS)
-    fields = dict(zip(_CLAIM_RETURNS, row[:count], strict=True))
+    count = len(CLAIM_FIELDS)
+    fields = dict(zip(CLAIM_FIELDS, row[:count], strict=True))
     for name in ("params", "waiting_for", "cancel_requested"):
         fields[name] = _loads(fields[name])
     return fields, bool(row[count]), aware(row[count + 1])
