@@ -26,15 +26,17 @@ from typing import Any
 
 from django.db import connections
 
+from durableflow.orm import backend
+
 __all__ = ["heal"]
 
 
 def heal() -> None:
     """Drop this thread's connections that are broken or obsolete (not those in a transaction)."""
     for connection in connections.all(initialized_only=True):
-        if connection.in_atomic_block:
+        if backend.in_transaction(connection):
             continue
-        if _broken(connection.connection):
+        if _broken(backend.driver(connection)):
             connection.close()
         else:
             connection.close_if_unusable_or_obsolete()

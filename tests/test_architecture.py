@@ -170,3 +170,33 @@ def test_the_django_adapter_s_sql_leases_and_waiting_live_in_orm():
     for name in ("sql", "leases", "waiting"):
         assert not (PACKAGE / f"{name}.py").exists()
         assert (PACKAGE / "orm" / f"{name}.py").exists()
+
+
+# Undocumented Django and psycopg names: used in orm/backend.py only (tests/test_backend_internals.py).
+INTERNAL_ATTRIBUTES = {"in_atomic_block", "execute_wrappers", "queries_logged", "queries_log", "make_cursor",
+                       "make_debug_cursor", "get_db_converters", "pgconn", "prepare_threshold",
+                       "wrap_database_errors"}  # fmt: skip
+INTERNAL_MODULES = {"django.db.backends.utils", "psycopg.pq", "psycopg.adapt"}
+
+
+def test_undocumented_django_and_psycopg_names_are_used_in_the_backend_module_only():
+    backend = PACKAGE / "orm" / "backend.py"
+    found = []
+    for path, tree in _sources():
+        if path == backend:
+            continue
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(PACKAGE)}:{getattr(node, 'lineno', '?')}"
+            if isinstance(node, ast.Attribute) and node.attr in INTERNAL_ATTRIBUTES:
+                found.append(f"{where} .{node.attr}")
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr == "connection"
+                and (getattr(node.value, "id", "") or getattr(node.value, "attr", "")) == "connection"
+            ):
+                found.append(f"{where} connection.connection")
+            elif isinstance(node, ast.ImportFrom) and node.module in INTERNAL_MODULES:
+                found.append(f"{where} from {node.module}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "psycopg":
+                found += [f"{where} psycopg.{a.name}" for a in node.names if a.name in {"pq", "adapt"}]
+    assert not found, found

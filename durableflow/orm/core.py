@@ -30,11 +30,10 @@ from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
 from durableflow.models import Execution, StepRecord, Waiter
-from durableflow.orm import overlap
+from durableflow.orm import backend
 from durableflow.orm.leases import Lease, keeper
 from durableflow.orm.predicates import to_q
 from durableflow.orm.sql import aware, decode_claim, decode_record, statements
-from durableflow.orm.sql import cursor as sql_cursor
 
 __all__ = ["OrmCore", "db_alias"]
 
@@ -81,10 +80,10 @@ class OrmCore:
         # going through the connection proxy each time; a reconnect gets a new one.
         if (
             self._cursor is None
-            or connection.connection is None
-            or self._cursor.cursor.connection is not connection.connection
+            or backend.driver(connection) is None
+            or self._cursor.cursor.connection is not backend.driver(connection)
         ):
-            self._cursor = sql_cursor(connection, prepare=df_settings.PREPARED_STATEMENTS)
+            self._cursor = backend.cursor(connection, prepare=df_settings.PREPARED_STATEMENTS)
         return statements(connection), self._cursor
 
     def _values(self, values: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +103,7 @@ class OrmCore:
         return time.monotonic()
 
     def enqueue(self, task: str, args: tuple, queue: str) -> bool:
-        if self.connection.in_atomic_block:
+        if backend.in_transaction(self.connection):
             transaction.on_commit(lambda: dispatch.send(task, args, queue), using=self.alias)
             return True
         return dispatch.send(task, args, queue)
@@ -112,7 +111,7 @@ class OrmCore:
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
         if not args_list:
             return True
-        if self.connection.in_atomic_block:
+        if backend.in_transaction(self.connection):
             transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue), using=self.alias)
             return True
         return dispatch.send_many(task, args_list, queue)
@@ -127,16 +126,16 @@ class OrmCore:
 
     def create_and_enqueue(self, values: dict[str, Any], task: str, args: tuple, queue: str) -> Execution | None:
         # On PostgreSQL outside a transaction, the message is published while the INSERT
-        # commits (``durableflow.orm.overlap``); anywhere else, once the row is written.
+        # commits (``durableflow.orm.backend``); anywhere else, once the row is written.
         connection = self.connection
-        if not overlap.possible(connection):
+        if not backend.possible(connection):
             execution = self.create_execution(values)
             if execution is not None:
                 self.enqueue(task, args, queue)
             return execution
         insert, _ = self._execution_insert(values)
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
-        rows = overlap.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
+        rows = backend.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
         return insert.instance(self.alias, values, rows[0][1:]) if rows else None
 
     @property
@@ -153,7 +152,7 @@ class OrmCore:
         adapt = self.connection.ops.adapt_datetimefield_value
         size = max(1, (self.connection.features.max_query_params or _MAX_PARAMS) // insert.width)
         if len(values_list) > 1:  # an INSERT of that many rows is not worth preparing
-            cursor = sql_cursor(self.connection, prepare=False)
+            cursor = backend.cursor(self.connection, prepare=False)
         inserted: dict[str, tuple] = {}
         with nullcontext() if len(values_list) <= size else transaction.atomic(using=self.alias, savepoint=False):
             for start in range(0, len(values_list), size):
@@ -432,7 +431,7 @@ class ById:
         self.converters = []
         for index, field in enumerate(self.fields):
             column = field.get_col(meta.db_table)
-            converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            converters = backend.db_converters(connection, column)
             if converters:
                 self.converters.append((index, converters, column))
         self.model = model

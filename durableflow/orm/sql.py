@@ -10,12 +10,10 @@ prepares them: each is parsed and planned once per connection.
 
 from __future__ import annotations
 
-import functools
 import json
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
-from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 from django.utils.dateparse import parse_datetime
 
 from durableflow.engine.predicates import CLAIM_FIELDS, CLAIMABLE
@@ -24,7 +22,7 @@ from durableflow.engine.states import ExecutionStatus
 from durableflow.engine.storage import ANY, NOW
 from durableflow.orm.predicates import to_sql
 
-__all__ = ["statements", "cursor", "RECORD_FIELDS"]
+__all__ = ["statements", "RECORD_FIELDS"]
 
 S = ExecutionStatus
 
@@ -451,60 +449,3 @@ def statements(connection) -> Statements:
     if key not in _statements:
         _statements[key] = Statements(connection.vendor, connection.ops.quote_name)
     return _statements[key]
-
-
-def cursor(connection, *, prepare: bool = True):
-    """A cursor for these statements, wrapped by the connection's public ``make_cursor`` /
-    ``make_debug_cursor`` as ``connection.cursor()`` wraps its own, so that errors are translated
-    and query logging (``CaptureQueriesContext``, debug) still sees it.
-
-    On PostgreSQL it binds on the server and, with ``prepare``, prepares what it runs: the server
-    parses and plans each statement once per connection instead of on every call (about half of
-    a claim's cost, a third of a step's). Django connects with ``prepare_threshold=None``
-    (psycopg never prepares on its own), so this cursor asks for it on each ``execute``; psycopg
-    keeps the prepared statements per connection (at most ``prepared_max``, 100 by default).
-    ``prepare=False``: statements run once or rarely (a multi-row INSERT of a given size), and
-    projects whose pooler does not carry prepared statements (``PREPARED_STATEMENTS``).
-    """
-    if connection.vendor != "postgresql":
-        return connection.cursor()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    pg = connection.connection
-    if prepare and pg.prepare_threshold is None:
-        # Django's "never": psycopg then refuses even an explicit prepare. A threshold no
-        # statement reaches keeps Django's own queries unprepared and lets these ask for it.
-        pg.prepare_threshold = _ONLY_WHEN_ASKED
-    raw = _cursor_class(prepare)(pg)
-    if not connection.queries_logged:
-        return connection.make_cursor(raw)
-    return _StatementLogged(raw, connection) if prepare else connection.make_debug_cursor(raw)
-
-
-class _StatementLogged(CursorDebugWrapper):
-    """Logs each statement as written. Django's ``last_executed_query`` reads the text psycopg
-    keeps of an unprepared execution; of a prepared one it keeps none (it would log ``None``)."""
-
-    def execute(self, sql, params=None):
-        with self.debug_sql(sql, params):
-            return CursorWrapper.execute(self, sql, params)
-
-
-@functools.cache
-def _cursor_class(prepare: bool) -> type:
-    import psycopg
-
-    if not prepare:
-        return psycopg.Cursor
-
-    class PreparingCursor(psycopg.Cursor):
-        """A server-binding cursor whose ``execute`` prepares unless told otherwise."""
-
-        def execute(self, query, params=None, *, prepare=None, binary=None):
-            return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
-
-    return PreparingCursor
-
-
-# A prepare threshold no statement reaches: see ``cursor``.
-_ONLY_WHEN_ASKED = 2**62

@@ -20,6 +20,7 @@ from django.db import connections, transaction
 
 from durableflow.engine import faults, transactions
 from durableflow.engine.transactions import Scope
+from durableflow.orm import backend
 
 __all__ = ["OrmTransactions"]
 
@@ -56,7 +57,7 @@ class OrmTransactions:
 
     def reset(self) -> None:
         connection = connections[self.alias]
-        if not connection.in_atomic_block:  # a caller's transaction (a test's) ends with its owner
+        if not backend.in_transaction(connection):  # a caller's transaction (a test's) ends with its owner
             connection.close()
 
 

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 from django.db import connections
 
 from durableflow.engine import logs
+from durableflow.orm import backend
 
 __all__ = ["CHANNEL", "Listener", "Wake", "listener", "read_notice", "stop_listening", "until"]
 
@@ -275,7 +276,7 @@ def until(
     connection = connections[alias]
     # Close what we opened, before each wait, unless it is the caller's (open already, or in a
     # transaction): a waiting thread then holds no connection.
-    borrowed = connection.connection is None and not connection.in_atomic_block
+    borrowed = backend.driver(connection) is None and not backend.in_transaction(connection)
     notifying = connection.vendor == "postgresql"
     with listener(alias).waiter() if notifying else _no_waiter() as watch:
         watching = execution_id

@@ -17,6 +17,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 from durableflow.models import Event, Execution, Waiter
+from durableflow.orm import backend
 
 __all__ = ["OrmWaits"]
 
@@ -35,7 +36,7 @@ class OrmWaits:
     def _guard(self):
         # Inside a transaction a savepoint keeps a refused write from breaking it; outside
         # one, the statement is its own transaction and needs nothing around it.
-        return transaction.atomic(using=self.alias) if self.connection.in_atomic_block else nullcontext()
+        return transaction.atomic(using=self.alias) if backend.in_transaction(self.connection) else nullcontext()
 
     def add_waiter(self, values: dict[str, Any]) -> Waiter:
         waiter = Waiter(**self._values(values))

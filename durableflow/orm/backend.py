@@ -1,0 +1,216 @@
+"""Every part of Django's database layer and of psycopg that durableflow uses beyond their
+documented API, in this one module.
+
+``tests/test_backend_internals.py`` checks each of them (``INTERNALS``) on the installed Django
+and psycopg, so that a release that changes one fails that test by name rather than a delivery.
+The architecture test rejects these names anywhere else in the package.
+
+What is here:
+
+- accessors: the driver's connection under Django's (``driver``), whether a transaction is open
+  (``in_transaction``), whether an ``execute_wrapper`` is installed, a column's converters;
+- ``cursor``: a psycopg cursor for durableflow's prepared statements, wrapped as Django wraps its
+  own (``make_cursor`` / ``make_debug_cursor``), so that errors are translated and query
+  logging still sees it;
+- ``possible`` / ``run``: one statement sent to PostgreSQL and something else done while the
+  server runs and commits it.
+
+A start is an INSERT that must commit and a broker publish; done one after the other, the
+caller waits for the server's commit (its disk flush) and then for the broker. ``run`` sends the
+INSERT through psycopg's libpq wrapper (``Connection.pgconn``, the ``psycopg.pq`` module) and
+the publish runs while the server executes and commits it; then its result is read. Only on
+PostgreSQL with psycopg 3, in autocommit (outside any transaction: the statement is its own),
+and when no ``execute_wrapper`` is installed (those wrap Django's cursors, which this bypasses:
+with one installed, the caller takes the ordinary path so that they see the statement).
+Errors are raised as Django's database errors, and query logging (``CaptureQueriesContext``,
+``DEBUG``) records the statement as a cursor would.
+"""
+
+from __future__ import annotations
+
+import functools
+import selectors
+import time
+from typing import Any, Callable
+
+from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
+
+__all__ = ["INTERNALS", "driver", "in_transaction", "has_execute_wrappers", "db_converters", "cursor", "possible", "run"]
+
+# (what, where) for each undocumented name used here: the test checks every one exists.
+INTERNALS = (
+    ("connection.connection", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.in_atomic_block", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.execute_wrappers", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.queries_logged", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.queries_log", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.make_cursor", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.make_debug_cursor", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.wrap_database_errors", "django.db.backends.base.base.BaseDatabaseWrapper"),
+    ("connection.ops.get_db_converters", "django.db.backends.base.operations.BaseDatabaseOperations"),
+    ("Col.get_db_converters", "django.db.models.expressions.Col"),
+    ("CursorWrapper, CursorDebugWrapper.debug_sql", "django.db.backends.utils"),
+    ("Connection.pgconn, prepare_threshold", "psycopg.Connection"),
+    ("Transformer, PyFormat", "psycopg.adapt"),
+    ("PGconn.send_query_params, flush, is_busy, consume_input, get_result, socket", "psycopg.pq"),
+)
+
+
+def driver(connection) -> Any:
+    """The driver's connection under Django's ``connection`` (None until it connects)."""
+    return connection.connection
+
+
+def in_transaction(connection) -> bool:
+    """Whether ``connection`` is inside ``transaction.atomic`` (a caller's, a test's, ours)."""
+    return connection.in_atomic_block
+
+
+def has_execute_wrappers(connection) -> bool:
+    return bool(connection.execute_wrappers)
+
+
+def db_converters(connection, column) -> list:
+    """The converters Django applies to ``column``'s values read on ``connection``."""
+    return connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+
+
+def possible(connection) -> bool:
+    """Whether ``run`` can serve a statement on Django's ``connection`` now."""
+    if connection.vendor != "postgresql" or in_transaction(connection) or has_execute_wrappers(connection):
+        return False
+    import psycopg
+
+    connection.ensure_connection()
+    return isinstance(driver(connection), psycopg.Connection) and connection.get_autocommit()
+
+
+def run(connection, sql: str, params: list[Any], meanwhile: Callable[[], Any]) -> list[tuple]:
+    """Send ``sql`` (placeholders ``$1``, ``$2``...) with ``params``, call ``meanwhile()`` while the
+    server runs it, then return its rows. ``possible(connection)`` must be true.
+
+    ``meanwhile`` runs once the statement has left this process, whether or not it then
+    succeeds; the statement's result is read even if ``meanwhile`` raises.
+    """
+    from psycopg.adapt import PyFormat, Transformer
+
+    connection.validate_thread_sharing()
+    raw = driver(connection)
+    transformer = Transformer(raw)
+    started = time.monotonic()
+    # Not under psycopg's connection lock: ``meanwhile`` (a Celery publish, its signal receivers)
+    # could use this connection, and would then fail (psycopg: another command is in progress)
+    # rather than wait for ever.
+    with connection.wrap_database_errors:
+        pgconn = raw.pgconn
+        dumped = transformer.dump_sequence(params, [PyFormat.AUTO] * len(params))
+        pgconn.send_query_params(sql.encode(), dumped, transformer.types, transformer.formats)
+        _flush(pgconn)
+        try:
+            meanwhile()
+        finally:
+            results = _results(pgconn)
+        rows = _rows(transformer, results)
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    return rows
+
+
+def _flush(pgconn) -> None:
+    if not pgconn.flush():  # a start's INSERT: sent whole at once
+        return
+    with selectors.DefaultSelector() as selector:
+        selector.register(pgconn.socket, selectors.EVENT_WRITE)
+        while pgconn.flush():
+            selector.select()
+
+
+def _results(pgconn) -> list[Any]:
+    """Every result of the statement sent, waiting for the server without holding the GIL."""
+    results = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(pgconn.socket, selectors.EVENT_READ)
+        while True:
+            while pgconn.is_busy():
+                selector.select()
+                pgconn.consume_input()
+            result = pgconn.get_result()
+            if result is None:
+                return results
+            results.append(result)
+
+
+def _rows(transformer, results: list[Any]) -> list[tuple]:
+    from psycopg import errors, pq
+
+    rows: list[tuple] = []
+    for result in results:
+        if result.status == pq.ExecStatus.FATAL_ERROR:
+            state = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
+            message = (result.error_message or b"").decode(errors="replace").strip()
+            try:
+                kind = errors.lookup(state)
+            except KeyError:
+                kind = errors.DatabaseError
+            raise kind(message)
+        if result.status == pq.ExecStatus.TUPLES_OK:
+            transformer.set_pgresult(result)
+            rows.extend(transformer.load_row(i, tuple) for i in range(result.ntuples))
+    return rows
+
+
+def cursor(connection, *, prepare: bool = True):
+    """A cursor for these statements, wrapped by the connection's public ``make_cursor`` /
+    ``make_debug_cursor`` as ``connection.cursor()`` wraps its own, so that errors are translated
+    and query logging (``CaptureQueriesContext``, debug) still sees it.
+
+    On PostgreSQL it binds on the server and, with ``prepare``, prepares what it runs: the server
+    parses and plans each statement once per connection instead of on every call (about half of
+    a claim's cost, a third of a step's). Django connects with ``prepare_threshold=None``
+    (psycopg never prepares on its own), so this cursor asks for it on each ``execute``; psycopg
+    keeps the prepared statements per connection (at most ``prepared_max``, 100 by default).
+    ``prepare=False``: statements run once or rarely (a multi-row INSERT of a given size), and
+    projects whose pooler does not carry prepared statements (``PREPARED_STATEMENTS``).
+    """
+    if connection.vendor != "postgresql":
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    pg = driver(connection)
+    if prepare and pg.prepare_threshold is None:
+        # Django's "never": psycopg then refuses even an explicit prepare. A threshold no
+        # statement reaches keeps Django's own queries unprepared and lets these ask for it.
+        pg.prepare_threshold = _ONLY_WHEN_ASKED
+    raw = _cursor_class(prepare)(pg)
+    if not connection.queries_logged:
+        return connection.make_cursor(raw)
+    return _StatementLogged(raw, connection) if prepare else connection.make_debug_cursor(raw)
+
+
+class _StatementLogged(CursorDebugWrapper):
+    """Logs each statement as written. Django's ``last_executed_query`` reads the text psycopg
+    keeps of an unprepared execution; of a prepared one it keeps none (it would log ``None``)."""
+
+    def execute(self, sql, params=None):
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
+@functools.cache
+def _cursor_class(prepare: bool) -> type:
+    import psycopg
+
+    if not prepare:
+        return psycopg.Cursor
+
+    class PreparingCursor(psycopg.Cursor):
+        """A server-binding cursor whose ``execute`` prepares unless told otherwise."""
+
+        def execute(self, query, params=None, *, prepare=None, binary=None):
+            return super().execute(query, params, prepare=True if prepare is None else prepare, binary=binary)
+
+    return PreparingCursor
+
+
+# A prepare threshold no statement reaches: see ``cursor``.
+_ONLY_WHEN_ASKED = 2**62
