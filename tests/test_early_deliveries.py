@@ -18,11 +18,10 @@ from django.test.utils import CaptureQueriesContext
 
 import durableflow
 from durableflow import dispatch, operations
-from durableflow.engine import verbs
 from durableflow.engine.memory import InMemoryStorage
 from durableflow.engine.verbs import Engine
 from durableflow.models import Execution
-from durableflow.orm import db_alias
+from durableflow.orm import core, db_alias
 from durableflow.registry import registry
 from tests.helpers import uid, wait_for, wait_status
 
@@ -50,7 +49,7 @@ def pauses(monkeypatch):
         if len(taken) == 1 and taken.on_first is not None:
             taken.on_first()
 
-    monkeypatch.setattr(verbs, "time", SimpleNamespace(sleep=pause))  # the engine's clock only
+    monkeypatch.setattr(core, "time", SimpleNamespace(sleep=pause, monotonic=core.time.monotonic))  # the storage's
     return taken
 
 
@@ -125,7 +124,7 @@ def _start_named(execution_id: str) -> None:
 def test_a_delivery_for_a_row_that_never_comes_gives_up_after_its_pauses(postgres, pauses):
     execution_id = uid("never")
     assert operations.deliver(execution_id) == "skipped"
-    assert tuple(pauses) == verbs.ARRIVAL_PAUSES
+    assert tuple(pauses) == core.ARRIVAL_PAUSES
     assert 0.5 < sum(pauses) < 2
     assert not Execution.objects.filter(pk=execution_id).exists()
 

@@ -63,7 +63,6 @@ class Journal:
         self.notify = notify  # told of the run's start, end and failed step attempts, after commit
         # Who claims (recorded with the lease), and who judges whether a holder found is gone.
         self.holders = lease_holders or holders.local()
-        self.found: bool | None = None  # after a claim that matched nothing: whether the row exists
         # The verbs a delivery needs beyond its own journal: starting children, waking the
         # executions that wait for this one to end.
         self.engine = engine
@@ -113,7 +112,6 @@ class Journal:
     def _take_over(self):
         """After a claim that matched nothing: claim the lease from its holder if that is gone."""
         current = self.storage.get_execution(self.execution_id, ("status", "lease_token", "lease_holder"))
-        self.found = current is not None
         if current is None or current.status not in LEASED or current.lease_token is None:
             return None
         if not self.holders.gone(current.lease_holder, current.lease_token):

@@ -10,8 +10,6 @@ they use; the storages implement only ``durableflow.engine.storage.Storage``.
 
 from __future__ import annotations
 
-import time
-
 from durableflow.engine import driver, faults, logs, replays
 from durableflow.engine.concurrency import Slots
 from durableflow.engine.effects import Effects
@@ -30,14 +28,9 @@ from durableflow.engine.sweep import Sweeping
 from durableflow.engine.waits import Waits
 from durableflow.registry import Registry
 
-__all__ = ["Engine", "ARRIVAL_PAUSES"]
+__all__ = ["Engine"]
 
 logger = logs.logger("durableflow.delivery")  # where the driver logs the rest of a delivery
-
-# How long a delivery that finds no execution waits for its row, pause by pause (seconds): a
-# start's INSERT was sent before its message, so the row is normally there within a
-# millisecond; a second covers a slow commit.
-ARRIVAL_PAUSES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.3)
 
 
 class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items, Slots, Schedules):
@@ -73,9 +66,6 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
     def deliver(self, execution_id: str) -> str:
         """One delivery: claim, replay the workflow, record the outcome; what happened, for logs.
 
-        Where a start sends the delivery while its row commits (``storage.early_deliveries``),
-        one that finds no row waits for it a little (about a second in all), then claims it.
-
         The database failing under it (``faults.FAULT``) ends it without an outcome: the
         connection is dropped and the lease given back (fenced by its token) if the database
         answers again, so that the delivery sent again claims it at once. One that failed before
@@ -97,27 +87,7 @@ class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Wait
 
     def _deliver(self, execution_id: str) -> tuple[str, Journal]:
         journal = self.journal(execution_id)
-        happened = driver.run(journal, self.registry, self.settings, journal.engine)
-        if happened == driver.SKIPPED and self.storage.early_deliveries:
-            try:
-                arrived = journal.found or self._arrived(journal.storage, execution_id)
-            except faults.StorageFault:
-                return faults.FAULT, journal
-            if arrived:
-                journal = self.journal(execution_id)
-                happened = driver.run(journal, self.registry, self.settings, journal.engine)
-        return happened, journal
-
-    def _arrived(self, storage: faults.Guarded, execution_id: str) -> bool:
-        """After a claim that matched nothing and found no row: wait for it; whether to claim
-        again. (A row that is there is claimed again at once: it may have been committed just
-        after the first claim; one that is not claimable is skipped again, for one statement more.)"""
-        logger.info("delivery early: execution %s is not written yet; waiting for its start", execution_id)
-        for pause in ARRIVAL_PAUSES:
-            time.sleep(pause)
-            if storage.get_execution(execution_id, ("status",)) is not None:
-                return True
-        return False  # never written (a start that failed), or deleted since
+        return driver.run(journal, self.registry, self.settings, journal.engine), journal
 
     def _give_back(self, journal: Journal) -> None:
         """After a fault: a new connection, and the lease released if the database lets it.

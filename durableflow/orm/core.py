@@ -25,7 +25,7 @@ from django.db.models.functions import Now
 
 from durableflow import dispatch
 from durableflow.conf import df_settings
-from durableflow.engine import predicates
+from durableflow.engine import logs, predicates
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
@@ -45,6 +45,14 @@ _MAX_PARAMS = 65535  # a PostgreSQL statement's parameters (SQLite's limit is th
 def db_alias() -> str:
     """The database alias that holds durableflow's tables (the project's routers decide)."""
     return router.db_for_write(Execution)
+
+
+logger = logs.logger("durableflow.delivery")
+
+# How long a delivery that finds no execution waits for its row, pause by pause (seconds): a
+# start's INSERT was sent before its message, so the row is normally there within a
+# millisecond; a second covers a slow commit.
+ARRIVAL_PAUSES = (0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.3)
 
 
 class OrmCore:
@@ -137,10 +145,6 @@ class OrmCore:
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
         rows = backend.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
         return insert.instance(self.alias, values, rows[0][1:]) if rows else None
-
-    @property
-    def early_deliveries(self) -> bool:
-        return self.connection.vendor == "postgresql"
 
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[Execution | None]:
         # One hand-written INSERT ... ON CONFLICT DO NOTHING per batch: a taken id or key
@@ -269,6 +273,12 @@ class OrmCore:
         holder: str | None = None,
         take_over: str | None = None,
     ) -> ClaimRow | None:
+        row = self._claim(execution_id, token, lease_seconds, holder, take_over)
+        if row is None and take_over is None and self._arriving(execution_id):
+            row = self._claim(execution_id, token, lease_seconds, holder, take_over)
+        return row
+
+    def _claim(self, execution_id, token, lease_seconds, holder, take_over) -> ClaimRow | None:
         sql, cursor = self._sql()
         offset = self.offset.total_seconds()
         cursor.execute(sql.claim_sql, sql.claim_params(execution_id, token, lease_seconds, offset, holder, take_over))
@@ -281,6 +291,29 @@ class OrmCore:
             cursor.execute(sql.journal_sql, {"id": execution_id})
             records = {record.key: record for record in map(decode_record, cursor.fetchall())}
         return ClaimRow(execution, records, db_now)
+
+    def _arriving(self, execution_id: str) -> bool:
+        """After a claim that matched nothing: whether to claim again because the row was not
+        there and has arrived since.
+
+        On PostgreSQL a start publishes its delivery while its INSERT commits
+        (``create_and_enqueue``), so a delivery may come before its row: it waits for the row a
+        little (``ARRIVAL_PAUSES``, about a second in all). A row that is there is claimed
+        again at once: it may have been committed just after the first claim (one that is not
+        claimable is skipped again, for one statement more). Elsewhere a start writes its row
+        before it sends anything: nothing to wait for.
+        """
+        if self.connection.vendor != "postgresql":
+            return False
+        executions = self._executions().filter(pk=execution_id)
+        if executions.exists():
+            return True
+        logger.info("delivery early: execution %s is not written yet; waiting for its start", execution_id)
+        for pause in ARRIVAL_PAUSES:
+            time.sleep(pause)
+            if executions.exists():
+                return True
+        return False  # never written (a start that failed), or deleted since
 
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> Lease:
         return keeper.hold(execution_id, token, seconds, self.offset, alias=self.alias)

@@ -203,10 +203,6 @@ class MemoryCore:
                 self.enqueue(task, args, queue)
             return execution
 
-    @property
-    def early_deliveries(self) -> bool:
-        return False  # its messages go to the outbox once the row is there
-
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[MemoryExecution | None]:
         with self.lock:
             return [self.create_execution(values) for values in values_list]
