@@ -200,3 +200,18 @@ def test_undocumented_django_and_psycopg_names_are_used_in_the_backend_module_on
             elif isinstance(node, ast.ImportFrom) and node.module == "psycopg":
                 found += [f"{where} psycopg.{a.name}" for a in node.names if a.name in {"pq", "adapt"}]
     assert not found, found
+
+
+def test_no_module_but_the_context_reaches_into_ctx():
+    """Step kinds work with the delivery (``engine/delivery.py``), not with ``ctx``'s privates."""
+    context = PACKAGE / "engine" / "context.py"
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno} .{node.attr}"
+        for path, tree in _sources()
+        if path != context
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and (getattr(node.value, "id", "") == "ctx" or getattr(node.value, "attr", "") in {"ctx", "_ctx"})
+    ]
+    assert not found, found

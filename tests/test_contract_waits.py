@@ -318,3 +318,64 @@ def test_an_event_without_a_payload_satisfies_a_wait_without_a_match(backend):
     assert backend.send_event("waits.anything") == 1
     assert backend.run(execution_id).status == "completed"
     assert backend.get(execution_id).result is None
+
+
+# The earliest of several events ---------------------------------------------------------------
+
+
+@durableflow.workflow("waits.any")
+def any_wf(ctx, params):
+    try:
+        first = ctx.step.wait_for_any_event("decision", ["any.approved", "any.rejected"], timeout=params.get("timeout"))
+    except WaitTimeout as exc:
+        return {"timed_out": exc.detail.get("step")}
+    after = ctx.step.wait_for_event("after", "any.approved")
+    return {"first": list(first), "after": after}
+
+
+def test_the_earliest_of_several_event_types_wins_and_the_others_are_not_taken(backend):
+    execution_id = backend.start("waits.any", {})
+    backend.deliver(execution_id)
+    assert backend.get(execution_id).waiting_for["event_types"] == ["any.approved", "any.rejected"]
+
+    assert backend.send_event("any.rejected", "no") == 1
+    backend.deliver(execution_id)
+    # The approval waiter was closed with the step: this approval goes to the next wait.
+    assert backend.send_event("any.approved", "later") == 1
+    execution = backend.run(execution_id)
+    assert execution.result == {"first": ["any.rejected", "no"], "after": "later"}
+    record = backend.records(execution_id)[0]
+    assert (record.key, record.kind, record.status, record.value) == (
+        "decision", "event", "completed", {"event": "any.rejected", "payload": "no"})  # fmt: skip
+
+
+def test_of_two_events_published_before_the_wait_the_earlier_wins(backend):
+    execution_id = backend.start("waits.any", {})
+    backend.send_event("any.approved", "first")
+    backend.send_event("any.rejected", "second")
+    execution = backend.run(execution_id)
+    # The rejection, published with the approval, was consumed with the step; the approval
+    # wait afterwards needs a new event.
+    assert execution.status == "waiting"
+    assert backend.send_event("any.approved", "third") == 1
+    assert backend.run(execution_id).result == {"first": ["any.approved", "first"], "after": "third"}
+
+
+def test_the_earliest_of_several_events_times_out_and_closes_every_waiter(backend):
+    execution_id = backend.start("waits.any", {"timeout": 10})
+    backend.deliver(execution_id)
+    backend.advance(10.5)
+    backend.sweep()
+    assert backend.run(execution_id).result == {"timed_out": "decision"}
+    assert backend.send_event("any.rejected", "too late") == 0  # no waiter of the step is open
+
+
+@durableflow.workflow("waits.any-bad")
+def any_bad_wf(ctx, params):
+    return ctx.step.wait_for_any_event("k", params["types"])
+
+
+@pytest.mark.parametrize("types", [[], ["same", "same"], "any.approved", ["bad type!" * 40]])
+def test_the_earliest_of_several_events_refuses_bad_types(backend, types):
+    execution = backend.run(backend.start("waits.any-bad", {"types": types}))
+    assert execution.status == "failed" and execution.error["code"] == "INVALID_EVENT", execution.error

@@ -33,6 +33,7 @@ from durableflow.documents import waiting
 from durableflow.documents.expressions import evaluate
 from durableflow.documents.machine import Dag, Run, Transition
 from durableflow.documents.tasks import TaskDefinition, tasks
+from durableflow.engine.context import delivery_of
 from durableflow.engine.faults import StorageFault
 from durableflow.engine.records import LeaseLost, StepConflict, StepRecordData
 from durableflow.engine.states import StepStatus
@@ -90,6 +91,7 @@ class Tracer:
 
     def __init__(self, ctx: Any, machine: Run):
         self.ctx = ctx
+        self.delivery = delivery_of(ctx)
         self.machine = machine
         self.count = 0
         self.pending: list[StepRecordData] = []
@@ -108,8 +110,8 @@ class Tracer:
     def record(self, value: dict[str, Any]) -> None:
         self.count += 1
         key = f"$trace:{self.count}"
-        if self.ctx._reach(key, TRACE) is None:
-            now = self.ctx._journal.now()
+        if self.delivery.reach(key, TRACE) is None:
+            now = self.delivery.journal.now()
             self.pending.append(StepRecordData(key=key, kind=TRACE, status=StepStatus.COMPLETED, attempts=1,
                                                value=value, started_at=now, finished_at=now))  # fmt: skip
 
@@ -120,7 +122,7 @@ class Tracer:
         if not self.pending or isinstance(self.ctx.interrupt, (LeaseLost, StepConflict, StorageFault)):
             return
         pending, self.pending = self.pending, []
-        self.ctx._write_many(pending)
+        self.delivery.write_many(pending)
 
 
 # work ---------------------------------------------------------------------------------------
@@ -187,8 +189,9 @@ def _dag(ctx: Any, key: str, machine: Run, state: dict[str, Any], work_input: An
 
 def _failed_item(ctx: Any, key: str, wave: list[str]) -> str | None:
     """Which node of a wave failed: the first item whose record says so."""
+    delivery = delivery_of(ctx)
     for index, name in enumerate(wave):
-        record = ctx._records.get(f"{key}[{index}]")
+        record = delivery.records.get(f"{key}[{index}]")
         if record is not None and record.status == "failed":
             return name
     return None

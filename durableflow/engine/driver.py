@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from durableflow import exceptions, values
 from durableflow.engine import logs, sagas
 from durableflow.engine.context import Context
+from durableflow.engine.delivery import Delivery
 from durableflow.engine.faults import FAULT, StorageFault
 from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
@@ -97,7 +98,8 @@ def _replay(
     definition = registry.get(claim.workflow, claim.version)
     if definition is None:
         return _stall(claim, journal, missing_code(claim, registry))
-    ctx = Context(claim, journal, settings, engine)
+    delivery = Delivery(claim, journal, settings, engine)
+    ctx = Context(claim, delivery)
     try:
         result, error = definition.fn(ctx, claim.params), None
     except BaseException as exc:  # noqa: BLE001 - sorted below; the latch decides first
@@ -131,7 +133,7 @@ def _replay(
     logger.info("execution %s failed: %s", claim.execution_id, error)
     encoded = values.encode_error(error, step=getattr(error, "__durableflow_step__", None))
     # An uncaught error unwinds a saga; a broken effect protocol stays failed, for retry().
-    if ctx._saga.pending(claim.records) and not isinstance(error, exceptions.EffectDeliveryError):
+    if delivery.saga.pending(claim.records) and not isinstance(error, exceptions.EffectDeliveryError):
         return _unwind(ctx, status=None, error=encoded)
     return Failed(encoded)
 

@@ -84,7 +84,10 @@ class Metadata:
     """``ctx.metadata``. Every method takes ``target="self"`` (or ``"parent"``, ``"root"``)."""
 
     def __init__(self, ctx: Context):
+        from durableflow.engine.context import delivery_of
+
         self._ctx = ctx
+        self._delivery = delivery_of(ctx)
 
     def set(self, key: str, value: Any, target: str = "self") -> None:
         """Set ``key`` to ``value`` (a durable value)."""
@@ -116,20 +119,21 @@ class Metadata:
 
     def _change(self, op: str, key: str, target: str, arg: Any = None) -> Any:
         ctx = self._ctx
+        delivery = self._delivery
         if not isinstance(key, str) or not key or len(key) > MAX_KEY or values.text_fault(key):
             raise _invalid(f"a metadata key is a non-empty string of at most {MAX_KEY} characters, not {key!r}")
         target_id = self._target(target)
         if op in ("set", "append"):
-            arg = values.roundtrip(arg, code="INVALID_METADATA", max_bytes=ctx._settings.max_payload_bytes)[1]
-        ctx._metadata_calls += 1
-        step = f"{PREFIX}{ctx._metadata_calls}"
+            arg = values.roundtrip(arg, code="INVALID_METADATA", max_bytes=delivery.settings.max_payload_bytes)[1]
+        delivery.metadata_calls += 1
+        step = f"{PREFIX}{delivery.metadata_calls}"
         change = {"op": op, "key": key, "target": target, "applied_to": target_id}
         if op != "remove":
             change["arg"] = arg
-        record = ctx._reach(step, KIND)
+        record = delivery.reach(step, KIND)
         if record is not None:
             if (record.meta.get("op"), record.meta.get("key")) != (op, key):
-                raise ctx._latch(
+                raise delivery.latch(
                     exceptions.NonDeterminismError(
                         "NON_DETERMINISM",
                         f"Execution {ctx.execution_id} recorded metadata change {step!r} as "
@@ -139,10 +143,10 @@ class Metadata:
                     )
                 )
             if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
+                delivery.raise_recorded(record)
             return record.value
-        ctx._go_live()
-        journal = ctx._journal
+        delivery.go_live()
+        journal = delivery.journal
         storage, now = journal.storage, journal.now()
         failure = None
         with storage.atomic():
@@ -153,7 +157,7 @@ class Metadata:
                 if current is None:
                     raise _invalid(f"execution {target_id} (the {target}) does not exist any more")
                 changed, value = apply_change(current, op, key, arg)
-                values.encode(changed, code="INVALID_METADATA", max_bytes=ctx._settings.max_payload_bytes)
+                values.encode(changed, code="INVALID_METADATA", max_bytes=delivery.settings.max_payload_bytes)
             except exceptions.WorkflowValueError as exc:
                 failure, value = exc, None
             record = StepRecordData(
@@ -168,9 +172,9 @@ class Metadata:
                 finished_at=now,
             )
             # Only this delivery's own insert may apply the change (a rejected one rolls back).
-            ctx._write_exclusive(record, None)
+            delivery.write_exclusive(record, None)
             if failure is None:
                 storage.update_execution(target_id, {"metadata": changed})
         if failure is not None:
-            ctx._raise_recorded(record, cause=failure)
+            delivery.raise_recorded(record, cause=failure)
         return value

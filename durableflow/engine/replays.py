@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from durableflow import exceptions
 from durableflow.engine.context import Context, iso, parse_iso
+from durableflow.engine.delivery import Delivery
 from durableflow.engine.driver import missing_code
 from durableflow.engine.records import (
     RECORD_FIELDS,
@@ -137,7 +138,8 @@ def replay(
         code = definition
     fn = code.fn if isinstance(code, WorkflowDefinition) else getattr(code, "__durableflow__", code)
     fn = fn.fn if isinstance(fn, WorkflowDefinition) else fn
-    ctx = Context(claim, _ReadOnlyJournal(claim), settings or EngineSettings(), None, replay_only=True)
+    delivery = Delivery(claim, _ReadOnlyJournal(claim), settings or EngineSettings(), None, replay_only=True)
+    ctx = Context(claim, delivery)
     try:
         fn(ctx, claim.params)
         error: BaseException | None = None
@@ -145,7 +147,7 @@ def replay(
         error = exc
     if ctx.interrupt is not None:
         error = ctx.interrupt
-    replayed = sum(1 for key in ctx._seen if key in claim.records)
+    replayed = sum(1 for key in delivery.seen if key in claim.records)
     if isinstance(error, LeaseLost):
         raise RuntimeError(f"the replay check of execution {claim.execution_id} tried to write: a bug in durableflow")
     if isinstance(error, exceptions.NonDeterminismError):

@@ -93,9 +93,12 @@ def unwind(ctx: Context, *, status: str | None, error: dict[str, Any] | None) ->
     for ``compensated`` / ``compensation_failed`` as they go. Raises ``LeaseLost`` (stop: the
     delivery that takes over goes on from the journal) or ``StepConflict``.
     """
-    records = ctx._records
-    report = [_run_one(ctx, key, fn, value) for key, fn, value in reversed(ctx._saga.registered)]
-    reached = {key for key, _, _ in ctx._saga.registered}
+    from durableflow.engine.context import delivery_of
+
+    delivery = delivery_of(ctx)
+    records = delivery.records
+    report = [_run_one(ctx, key, fn, value) for key, fn, value in reversed(delivery.saga.registered)]
+    reached = {key for key, _, _ in delivery.saga.registered}
     unreached = sorted(
         (r for r in records.values() if r.meta.get("compensate") and r.key not in reached and r.status == StepStatus.COMPLETED),
         key=lambda r: r.finished_at or r.started_at,
@@ -119,11 +122,14 @@ def unwind(ctx: Context, *, status: str | None, error: dict[str, Any] | None) ->
 
 
 def _run_one(ctx: Context, step: str, fn: Callable[[Any], Any], value: Any) -> dict[str, Any]:
+    from durableflow.engine.context import delivery_of
+
+    delivery = delivery_of(ctx)
     key = compensation_key(step)
-    record = ctx._records.get(key)
+    record = delivery.records.get(key)
     if record is not None and record.status in _FINISHED:
         return report_entry(record)
-    journal = ctx._journal
+    journal = delivery.journal
     if record is not None:
         # Started by a delivery that ended before recording how it went: it may have taken
         # effect. Not run again; reported for an operator to check.
@@ -136,14 +142,14 @@ def _run_one(ctx: Context, step: str, fn: Callable[[Any], Any], value: Any) -> d
             },
             journal.now(),
         )
-        ctx._write(closed, new=False)
+        delivery.write(closed, new=False)
         return report_entry(closed)
     started = journal.now()
     running = StepRecordData(
         key=key, kind=KIND, status=StepStatus.RUNNING, attempts=1, meta={"step": step}, started_at=started
     )
-    ctx._write(running, new=True)
-    ctx._in_step = key  # a step called from a compensation is refused (NESTED_STEP)
+    delivery.write(running, new=True)
+    delivery.in_step = key  # a step called from a compensation is refused (NESTED_STEP)
     try:
         fn(value)
         failure = None
@@ -162,7 +168,7 @@ def _run_one(ctx: Context, step: str, fn: Callable[[Any], Any], value: Any) -> d
         )  # fmt: skip
         failure = values.encode_error(exc, step=step)
     finally:
-        ctx._in_step = None
+        delivery.in_step = None
     finished = StepRecordData(
         key=key,
         kind=KIND,
@@ -173,16 +179,19 @@ def _run_one(ctx: Context, step: str, fn: Callable[[Any], Any], value: Any) -> d
         started_at=started,
         finished_at=journal.now(),
     )
-    ctx._write(finished, new=False)
+    delivery.write(finished, new=False)
     return report_entry(finished)
 
 
 def _unreached(ctx: Context, step: str) -> dict[str, Any]:
+    from durableflow.engine.context import delivery_of
+
+    delivery = delivery_of(ctx)
     key = compensation_key(step)
-    record = ctx._records.get(key)
+    record = delivery.records.get(key)
     if record is not None and record.status in _FINISHED:
         return report_entry(record)
-    now = ctx._journal.now()
+    now = delivery.journal.now()
     error = {
         "code": "COMPENSATION_UNREACHED",
         "message": f"step {step!r} is recorded as compensable, but the replay did not reach it, so its "
@@ -192,7 +201,7 @@ def _unreached(ctx: Context, step: str) -> dict[str, Any]:
         key=key, kind=KIND, status=StepStatus.FAILED, attempts=0, error=error, meta={"step": step},
         started_at=now, finished_at=now,
     )  # fmt: skip
-    ctx._write(closed, new=record is None)
+    delivery.write(closed, new=record is None)
     return report_entry(closed)
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
 from durableflow.engine import logs
-from durableflow.engine.context import iso, parse_iso
+from durableflow.engine.context import delivery_of, iso, parse_iso
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
 from durableflow.options import Retry
@@ -23,46 +23,48 @@ class StepBase:
 
     def __init__(self, ctx: Context):
         self._ctx = ctx
+        self._delivery = delivery_of(ctx)  # the engine's side of the delivery (engine/delivery.py)
 
     def _resume(self, key: str, record: StepRecordData) -> None:
         """A recorded, unfinished step: raise its recorded failure, or wait until its next attempt."""
         if record.status == StepStatus.FAILED:
-            self._ctx._raise_recorded(record)
+            self._delivery.raise_recorded(record)
         self._wait_until_due(key, record)
 
     def _stand_in(self, kind: str, key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         """The callable that runs as step ``key``'s body (``EngineSettings.step_body``)."""
-        hook = self._ctx._settings.step_body
+        hook = self._delivery.settings.step_body
         return fn if hook is None else hook(kind, key, fn)
 
     def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
         """One live attempt of a step body: ``(started, result, error)``."""
-        ctx = self._ctx
-        ctx._go_live()
-        started = ctx._journal.now()
-        ctx._in_step = key
+        delivery = self._delivery
+        delivery.go_live()
+        started = delivery.journal.now()
+        delivery.in_step = key
         try:
             with logs.scope(step_key=key):  # what the body logs names its step
                 return started, call(), None
         except Exception as exc:
             return started, None, exc
         finally:
-            ctx._in_step = None
+            delivery.in_step = None
 
     def _failed_attempt(self, key, record, attempt, exc, retry, started, *, kind="run", exclusive=False, carry=None):
         """Record a failed attempt: waiting for the next one, or failed. ``carry``: meta every record of
         the step keeps (a rate-limit admission)."""
         ctx = self._ctx
+        delivery = self._delivery
         if isinstance(exc, exceptions.RetryableError):
             policy = retry or Retry()
             max_attempts = exc.max_attempts or policy.max_attempts
             delay = exc.retry_interval if exc.retry_interval is not None else policy.delay(attempt)
         else:
-            policy = retry or ctx._settings.default_retry
+            policy = retry or delivery.settings.default_retry
             max_attempts, delay = policy.max_attempts, policy.delay(attempt)
         if attempt >= max_attempts:
             return self._record_failure(kind, key, record, attempt, exc, started, exclusive=exclusive, carry=carry)
-        now = ctx._journal.now()
+        now = delivery.journal.now()
         until = now + timedelta(seconds=delay)
         with logs.scope(step_key=key):
             ctx.logger.info("step %r attempt %d failed (%s); retrying in %.3g s", key, attempt, exc, delay)
@@ -76,11 +78,11 @@ class StepBase:
             started_at=started_at(record, started),
         )
         self._store(waiting, record, exclusive)
-        raise ctx._suspend(until, {"kind": "retry", "step": key, "attempt": attempt, "until": iso(until)})
+        raise delivery.suspend(until, {"kind": "retry", "step": key, "attempt": attempt, "until": iso(until)})
 
     def _record_failure(self, kind, key, record, attempt, exc, started, *, exclusive=False, carry=None):
         """Record the step as failed and raise the recorded error into workflow code."""
-        ctx = self._ctx
+        delivery = self._delivery
         failed = StepRecordData(
             key=key,
             kind=kind,
@@ -89,23 +91,23 @@ class StepBase:
             error=values.encode_error(exc),
             meta=dict(carry or {}),
             started_at=started_at(record, started),
-            finished_at=ctx._journal.now(),
+            finished_at=delivery.journal.now(),
         )
         self._store(failed, record, exclusive)
-        ctx._raise_recorded(failed, cause=exc)
+        delivery.raise_recorded(failed, cause=exc)
 
     def _store(self, record: StepRecordData, previous: StepRecordData | None, exclusive: bool) -> None:
         """Write a step's record; ``exclusive``: only as the change from ``previous`` (transactional steps)."""
         if exclusive:
-            self._ctx._write_exclusive(record, previous)
+            self._delivery.write_exclusive(record, previous)
         else:
-            self._ctx._write(record, new=previous is None)
+            self._delivery.write(record, new=previous is None)
 
     def _wait_until_due(self, key: str, record: StepRecordData) -> None:
         """A step waiting for its next attempt: suspend again if it is not due yet."""
         until = record.meta.get("until")
-        if until and parse_iso(until) > self._ctx._journal.now():
-            raise self._ctx._suspend(parse_iso(until), {"kind": "retry", "step": key, "until": until})
+        if until and parse_iso(until) > self._delivery.journal.now():
+            raise self._delivery.suspend(parse_iso(until), {"kind": "retry", "step": key, "until": until})
 
 
 def started_at(record: StepRecordData | None, started: datetime) -> datetime:

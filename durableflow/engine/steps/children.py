@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from durableflow import exceptions
 from durableflow.engine.context import MAX_KEY_LENGTH
-from durableflow.engine.states import TERMINAL, ExecutionStatus, StepStatus, WaiterStatus
+from durableflow.engine.states import TERMINAL, ExecutionStatus, WaiterStatus
 from durableflow.engine.steps.waits import PENDING, WaitSteps
 from durableflow.engine.storage import NOW
 from durableflow.engine.waits import CHILD
@@ -42,22 +42,22 @@ class ChildSteps(WaitSteps):
         this step. ``deadline``: as ``durableflow.start``'s, counted from the child's start.
         """
         ctx = self._ctx
+        delivery = self._delivery
         if not isinstance(key, str):
             raise TypeError("ctx.step.start() needs a step key first")
-        key, _ = ctx._key((key,))
-        record = ctx._reach(key, "start")
-        if record is not None:
-            if record.status == StepStatus.COMPLETED:
-                return record.value
-            ctx._raise_recorded(record)
-        ctx._go_live()
-        journal = ctx._journal
+        key, _ = delivery.key((key,))
+        replayed = delivery.replayed(key, "start")
+        if replayed.done:
+            return replayed.value
+        record = replayed.record
+        delivery.go_live()
+        journal = delivery.journal
         child_id = child_execution_id(ctx.execution_id, key)
         started = journal.now()
         try:
             # The child exists if and only if this step is recorded: a lost lease rolls both back.
             with journal.storage.atomic():
-                child, _ = ctx._engine.start(
+                child, _ = delivery.engine.start(
                     workflow,
                     params,
                     execution_id=child_id,
@@ -66,7 +66,7 @@ class ChildSteps(WaitSteps):
                     queue=journal.queue,
                     deadline=deadline,
                 )
-                ctx._record_live(key, "start", child_id, attempts=1, meta={"workflow": child.workflow})
+                delivery.record_live(key, "start", child_id, attempts=1, meta={"workflow": child.workflow})
         except exceptions.WorkflowStartError as exc:
             self._record_failure("start", key, record, 1, exc, started)
         return child_id
@@ -79,7 +79,7 @@ class ChildSteps(WaitSteps):
         """
         if not isinstance(execution_id, str) or not execution_id:
             raise TypeError("ctx.step.wait_for_execution(key, execution_id) needs an execution id")
-        storage = self._ctx._journal.storage
+        storage = self._delivery.journal.storage
         return self._await(
             key,
             "wait_execution",
@@ -108,7 +108,7 @@ class ChildSteps(WaitSteps):
     def _child_check(self, waiter: Any) -> Any:
         if waiter.status == W.EXPIRED:
             return PENDING
-        storage = self._ctx._journal.storage
+        storage = self._delivery.journal.storage
         execution = storage.get_execution(waiter.target)
         while execution is not None and execution.status == ExecutionStatus.COMPLETED and execution.continued_as:
             # It continued as new: wait for the one that carries it on (registered, then read).

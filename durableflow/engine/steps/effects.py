@@ -57,27 +57,26 @@ class EffectSteps(StepBase):
         ``{"status": "unknown"}``; ``perform(effect_id)`` returns the result (a durable value).
         """
         ctx = self._ctx
+        delivery = self._delivery
         if not isinstance(key, str):
             raise TypeError("ctx.step.effect(key, *, effect_id=..., ...) needs a step key")
-        key, _ = ctx._key((key,))
-        record = ctx._reach(key, KIND)
-        if record is not None:
-            if record.status == StepStatus.COMPLETED:
-                return record.value
-            if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
-        ctx._go_live()
-        if ctx._engine is None:
+        key, _ = delivery.key((key,))
+        replayed = delivery.replayed(key, KIND)
+        if replayed.done:
+            return replayed.value
+        record = replayed.record
+        delivery.go_live()
+        if delivery.engine is None:
             raise RuntimeError("ctx.step.effect needs the engine's verbs: deliver through Engine.deliver()")
-        started = ctx._journal.now()
+        started = delivery.journal.now()
         attempts = record.attempts if record is not None else 0
         try:
             request = effect_request(
-                effect_id, operation, input, retry_in, lookup, perform, max_bytes=ctx._settings.max_payload_bytes
+                effect_id, operation, input, retry_in, lookup, perform, max_bytes=delivery.settings.max_payload_bytes
             )
         except exceptions.WorkflowEffectError as exc:
             return self._record_failure(KIND, key, record, attempts, exc, started)
-        begun = ctx._engine.begin_effect(request, ctx.execution_id, key)
+        begun = delivery.engine.begin_effect(request, ctx.execution_id, key)
         if begun.status == effects.MISMATCH:
             mismatch = exceptions.WorkflowEffectError(
                 "EFFECT_REQUEST_MISMATCH",
@@ -89,7 +88,7 @@ class EffectSteps(StepBase):
             return self._done(key, record, request, attempts, begun.result, started, "reused")
         if begun.status == effects.PENDING and record is not None:
             until = record.meta.get("until")
-            if until and parse_iso(until) > ctx._journal.now():
+            if until and parse_iso(until) > delivery.journal.now():
                 # Woken before its time, and not by a settle: keep waiting, without a call.
                 return self._park(key, record, request, attempts, started, until=parse_iso(until))
         first_call = "perform" if begun.status == effects.NEW else "lookup"
@@ -98,14 +97,15 @@ class EffectSteps(StepBase):
     def _attempts(self, key, record, request: EffectRequest, attempts: int, started: datetime, call: str) -> Any:
         """Hold, call, and settle or park: a lookup may lead to a perform in the same delivery."""
         ctx = self._ctx
-        max_bytes = ctx._settings.max_payload_bytes
+        delivery = self._delivery
+        max_bytes = delivery.settings.max_payload_bytes
         while True:
-            ctx._go_live()
-            held, standing = ctx._engine.hold_effect(request.effect_id, ctx.execution_id, ctx._journal.token)
+            delivery.go_live()
+            held, standing = delivery.engine.hold_effect(request.effect_id, ctx.execution_id, delivery.journal.token)
             if held == effects.SETTLED:
                 return self._done(key, record, request, attempts, standing, started, "reused")
             if held == effects.LOST:
-                raise ctx._latch(LeaseLost(ctx.execution_id))
+                raise delivery.latch(LeaseLost(ctx.execution_id))
             if held == effects.BUSY:
                 return self._park(key, record, request, attempts, started, reason="held by another delivery")
             attempts += 1
@@ -122,7 +122,7 @@ class EffectSteps(StepBase):
             except exceptions.EffectDeliveryError as exc:
                 raise self._fail_delivery(key, record, request, attempts, exc, started) from None
             if status == effects.SETTLED:
-                standing = ctx._engine.settle_effect(request.effect_id, result, ctx.execution_id)
+                standing = delivery.engine.settle_effect(request.effect_id, result, ctx.execution_id)
                 how = "performed" if call == "perform" else "looked up"
                 return self._done(key, record, request, attempts, standing, started, how)
             if status == effects.UNKNOWN:
@@ -130,7 +130,7 @@ class EffectSteps(StepBase):
             call = "perform"  # not-found: no call exists or can still finish
 
     def _done(self, key, record, request: EffectRequest, attempts, value, started, how: str) -> Any:
-        self._ctx._record_live(
+        self._delivery.record_live(
             key,
             KIND,
             value,
@@ -143,8 +143,9 @@ class EffectSteps(StepBase):
     def _park(self, key, record, request: EffectRequest, attempts, started, *, until=None, reason="", error=None):
         """Wait ``retry_in`` seconds (or until the effect settles), watching the effect."""
         ctx = self._ctx
+        delivery = self._delivery
         if until is None:
-            until = ctx._journal.now() + timedelta(seconds=request.retry_in)
+            until = delivery.journal.now() + timedelta(seconds=request.retry_in)
             ctx.logger.info(
                 "effect %r of step %r is uncertain (%s%s); looking it up again in %g s",
                 request.effect_id,
@@ -162,9 +163,9 @@ class EffectSteps(StepBase):
                 meta={"effect_id": request.effect_id, "until": iso(until), "reason": reason},
                 started_at=started_at(record, started),
             )
-            ctx._write(waiting, new=record is None)
-        engine, execution_id, token = ctx._engine, ctx.execution_id, ctx._journal.token
-        raise ctx._suspend(
+            delivery.write(waiting, new=record is None)
+        engine, execution_id, token = delivery.engine, ctx.execution_id, delivery.journal.token
+        raise delivery.suspend(
             until,
             {"kind": "effect", "step": key, "effect_id": request.effect_id, "until": iso(until)},
             guard=lambda: engine.watch_effect(request.effect_id, execution_id, key, token),
@@ -172,7 +173,7 @@ class EffectSteps(StepBase):
 
     def _fail_delivery(self, key, record, request: EffectRequest, attempts, exc, started) -> BaseException:
         """Record the failure and latch it: the run fails at this step whatever workflow code does."""
-        ctx = self._ctx
+        delivery = self._delivery
         exc.__durableflow_step__ = key
         failed = StepRecordData(
             key=key,
@@ -182,7 +183,7 @@ class EffectSteps(StepBase):
             error=values.encode_error(exc),
             meta={"effect_id": request.effect_id},
             started_at=started_at(record, started),
-            finished_at=ctx._journal.now(),
+            finished_at=delivery.journal.now(),
         )
-        ctx._write(failed, new=record is None)
-        return ctx._latch(exc)
+        delivery.write(failed, new=record is None)
+        return delivery.latch(exc)

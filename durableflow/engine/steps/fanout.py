@@ -49,10 +49,10 @@ class FanoutSteps(StepBase):
         Returns the results in item order once all are done. A failed item raises its error
         here, after the others finished. ``max_concurrency`` bounds how many run at once.
         """
-        ctx = self._ctx
+        delivery = self._delivery
         if not isinstance(key, str):
             raise TypeError("ctx.step.map() needs a step key first")
-        key, _ = ctx._key((key,))
+        key, _ = delivery.key((key,))
         path = function_path(fn)
         if max_concurrency is not None and (
             isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1
@@ -63,24 +63,22 @@ class FanoutSteps(StepBase):
             raise exceptions.WorkflowValueError(
                 "INVALID_STEP_KEY", f"map key {key[:40]!r}...: too long to name its {len(items)} items"
             )
-        record = ctx._reach(key, "map")
-        if record is not None:
-            if record.status == StepStatus.COMPLETED:
-                return record.value
-            if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
-            return self._gather(key, record)
-        ctx._go_live()
-        now = ctx._journal.now()
+        replayed = delivery.replayed(key, "map")
+        if replayed.done:
+            return replayed.value
+        if replayed.record is not None:
+            return self._gather(key, replayed.record)
+        delivery.go_live()
+        now = delivery.journal.now()
         try:
-            _, inputs = values.roundtrip(items, max_bytes=ctx._settings.max_payload_bytes)
+            _, inputs = values.roundtrip(items, max_bytes=delivery.settings.max_payload_bytes)
         except exceptions.WorkflowValueError as exc:
             exc.message = f"map {key!r}: the items are not durable values: {exc.message}"
             return self._record_failure("map", key, None, 1, exc, now)
         if not inputs:
-            ctx._record_live(key, "map", [], attempts=1, meta={"fn": path, "items": 0})
+            delivery.record_live(key, "map", [], attempts=1, meta={"fn": path, "items": 0})
             return []
-        queue = queue or ctx._journal.queue
+        queue = queue or delivery.journal.queue
         window = len(inputs) if max_concurrency is None else max_concurrency
         meta = {"fn": path, "items": len(inputs), "queue": queue, "max_concurrency": max_concurrency}
         records = [
@@ -94,33 +92,33 @@ class FanoutSteps(StepBase):
             for index, item in enumerate(inputs)
         ]
         self._fan_out(StepRecordData(key=key, kind="map", status=StepStatus.WAITING, meta=meta, started_at=now), records)
-        raise ctx._suspend(None, {"kind": "task", "step": key, "items": len(inputs)})
+        raise delivery.suspend(None, {"kind": "task", "step": key, "items": len(inputs)})
 
     def _gather(self, key: str, record: StepRecordData) -> list[Any]:
-        ctx = self._ctx
-        items = [ctx._records.get(item_key(key, index)) for index in range(record.meta["items"])]
+        delivery = self._delivery
+        items = [delivery.records.get(item_key(key, index)) for index in range(record.meta["items"])]
         if any(item is None or item.status not in _DONE for item in items):
-            raise ctx._suspend(None, {"kind": "task", "step": key, "items": len(items)})
+            raise delivery.suspend(None, {"kind": "task", "step": key, "items": len(items)})
         failed = next((item for item in items if item.status == StepStatus.FAILED), None)
         if failed is not None:
             error = item_error(failed)
             return self._record_failure("map", key, record, 1, error, record.started_at)
         value = [item.value for item in items]
-        ctx._go_live()
-        ctx._record_live(key, "map", value, attempts=1, meta=record.meta, started_at=record.started_at)
+        delivery.go_live()
+        delivery.record_live(key, "map", value, attempts=1, meta=record.meta, started_at=record.started_at)
         return value
 
     def _run_remote(
         self, key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable=False, *, carry=None
     ) -> Any:
         """``run(queue=)``: each attempt is an item on ``queue``; retries wait durably, as for ``run``."""
-        ctx = self._ctx
+        delivery = self._delivery
         if record is not None and record.status == StepStatus.WAITING:
             sent = record.meta.get("task")
             if sent is not None:
-                attempt = ctx._records.get(attempt_key(key, sent))
+                attempt = delivery.records.get(attempt_key(key, sent))
                 if attempt is None or attempt.status not in _DONE:
-                    raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": sent, "queue": queue})
+                    raise delivery.suspend(None, {"kind": "task", "step": key, "attempt": sent, "queue": queue})
                 started = started_at(record, record.started_at)
                 if attempt.status == StepStatus.COMPLETED:
                     value = attempt.value
@@ -129,10 +127,10 @@ class FanoutSteps(StepBase):
             self._wait_until_due(key, record)  # a retry: suspends until the next attempt is due
         path = function_path(fn)
         number = (record.attempts if record else 0) + 1
-        ctx._go_live()
-        now = ctx._journal.now()
+        delivery.go_live()
+        now = delivery.journal.now()
         try:
-            _, arguments = values.roundtrip({"args": list(fn_args), "kwargs": kwargs}, max_bytes=ctx._settings.max_payload_bytes)
+            _, arguments = values.roundtrip({"args": list(fn_args), "kwargs": kwargs}, max_bytes=delivery.settings.max_payload_bytes)
         except exceptions.WorkflowValueError as exc:
             exc.message = f"step {key!r}: the arguments of a step on a queue must be durable values: {exc.message}"
             return self._record_failure("run", key, record, number, exc, now, carry=carry)
@@ -152,15 +150,16 @@ class FanoutSteps(StepBase):
             started_at=now,
         )
         self._fan_out(step, [body], new=record is None)
-        raise ctx._suspend(None, {"kind": "task", "step": key, "attempt": number, "queue": queue})
+        raise delivery.suspend(None, {"kind": "task", "step": key, "attempt": number, "queue": queue})
 
     def _fan_out(self, step: StepRecordData, bodies: list[StepRecordData], *, new: bool = True) -> None:
         """Record ``step`` and its item records together, and send the first items once that commits."""
         ctx = self._ctx
-        storage = ctx._journal.storage
+        delivery = self._delivery
+        storage = delivery.journal.storage
         with storage.atomic():
-            ctx._write(step, new=new)
-            ctx._write_many(bodies)
+            delivery.write(step, new=new)
+            delivery.write_many(bodies)
             for body in bodies:
                 if body.started_at is not None:
                     storage.enqueue(names.RUN_ITEM, (ctx.execution_id, body.key), body.meta["queue"])

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from durableflow import exceptions, values
 from durableflow.engine import sagas
-from durableflow.engine.context import MAX_KEY_LENGTH
+from durableflow.engine.context import MAX_KEY_LENGTH, delivery_of
 from durableflow.engine.items import ITEM
 
 if TYPE_CHECKING:
@@ -54,13 +54,14 @@ def patch_key(patch_id: object) -> str:
 
 def patched(ctx: Context, patch_id: str) -> bool:
     """True where the new code runs (its marker is recorded), False where the old code ran."""
+    delivery = delivery_of(ctx)
     key = patch_key(patch_id)
-    ctx._guard(key)
-    known = ctx._patches.get(key)
+    delivery.guard(key)
+    known = delivery.patches.get(key)
     if known is not None:  # asked again in the same run: the same answer
         return known
-    if key not in ctx._records and _recorded_past(ctx):
-        ctx._patches[key] = False
+    if key not in delivery.records and _recorded_past(ctx):
+        delivery.patches[key] = False
         return False
     _mark(ctx, key, patch_id)
     return True
@@ -68,12 +69,13 @@ def patched(ctx: Context, patch_id: str) -> bool:
 
 def deprecate_patch(ctx: Context, patch_id: str) -> None:
     """The old branch of ``patch_id`` is gone from the code: a run that took it stalls here."""
+    delivery = delivery_of(ctx)
     key = patch_key(patch_id)
-    ctx._guard(key)
-    if key in ctx._patches:
+    delivery.guard(key)
+    if key in delivery.patches:
         return
-    if key not in ctx._records and _recorded_past(ctx):
-        raise ctx._latch(
+    if key not in delivery.records and _recorded_past(ctx):
+        raise delivery.latch(
             exceptions.NonDeterminismError(
                 "NON_DETERMINISM",
                 f"Execution {ctx.execution_id} took the old branch of patch {patch_id!r} (its journal goes on "
@@ -89,11 +91,12 @@ def deprecate_patch(ctx: Context, patch_id: str) -> None:
 
 def _mark(ctx: Context, key: str, patch_id: str) -> None:
     """Reach the marker, recording it if this run has not yet."""
-    record = ctx._reach(key, KIND)
+    delivery = delivery_of(ctx)
+    record = delivery.reach(key, KIND)
     if record is None:
-        ctx._go_live()
-        ctx._record_live(key, KIND, None, attempts=1, meta={"patch": patch_id})
-    ctx._patches[key] = True
+        delivery.go_live()
+        delivery.record_live(key, KIND, None, attempts=1, meta={"patch": patch_id})
+    delivery.patches[key] = True
 
 
 def unreached(ctx: Context) -> list[str]:
@@ -106,5 +109,6 @@ def _recorded_past(ctx: Context) -> bool:
 
 
 def _unreached(ctx: Context) -> Iterator[str]:
-    seen = ctx._seen
-    return (key for key, record in ctx._records.items() if key not in seen and record.kind not in NOT_REACHED)
+    delivery = delivery_of(ctx)
+    seen = delivery.seen
+    return (key for key, record in delivery.records.items() if key not in seen and record.kind not in NOT_REACHED)

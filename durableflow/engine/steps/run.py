@@ -41,8 +41,8 @@ class RunSteps(StepBase):
         execution waits durably until a unit frees. The admission is journaled with the step
         (``meta["admitted_at"]``): its retries and replays take no second unit.
         """
-        ctx = self._ctx
-        key, rest = ctx._key(args)
+        delivery = self._delivery
+        key, rest = delivery.key(args)
         if not rest or not callable(rest[0]):
             raise TypeError("ctx.step.run(key, fn, *args, **kwargs) needs a callable")
         fn, fn_args = rest[0], tuple(rest[1:])
@@ -52,29 +52,29 @@ class RunSteps(StepBase):
             raise TypeError(f"ctx.step.run({key!r}, ..., rate_limit=...) needs a durableflow.RateLimit")
         result = self._run(key, fn, fn_args, kwargs, retry, schema, compensate is not None, queue, timeout, rate_limit)
         if compensate is not None:
-            ctx._saga.register(key, compensate, result)
+            delivery.saga.register(key, compensate, result)
         return result
 
     def _run(self, key, fn, fn_args, kwargs, retry, schema, compensable, queue, timeout, rate_limit=None) -> Any:
-        ctx = self._ctx
-        record = ctx._reach(key, "run")
+        delivery = self._delivery
+        record = delivery.reach(key, "run")
         if record is not None and record.status == StepStatus.COMPLETED:
             return apply_schema(key, schema, record.value, record.meta.get("schema"))
         carry: dict[str, Any] = {}
         if rate_limit is not None and (record is None or record.status != StepStatus.FAILED):
             record, carry = self._admitted(key, record, rate_limit, fn_args, kwargs)
         if compensable:
-            ctx._mark_compensable()  # before the body runs: a cancel from now on will compensate
+            delivery.mark_compensable()  # before the body runs: a cancel from now on will compensate
         if queue is not None:
             if record is not None and record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
+                delivery.raise_recorded(record)
             return self._run_remote(
                 key, record, fn, fn_args, kwargs, queue, retry, schema, timeout, compensable, carry=carry
             )
         if record is not None:
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
-        exit_hook = ctx._settings.on_thread_exit
+        exit_hook = delivery.settings.on_thread_exit
         fn = self._stand_in("run", key, fn)
         started, result, error = self._attempt(
             key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout, on_thread_exit=exit_hook)
@@ -89,22 +89,22 @@ class RunSteps(StepBase):
         Returns the record to go on from and the meta its records carry from now on; suspends
         (``waiting_for.kind == "rate_limit"``) until a unit frees if the limiter refuses.
         """
-        ctx = self._ctx
+        delivery = self._delivery
         if record is not None and "admitted_at" in record.meta:  # a retry or a replay: admitted before
             return record, {name: record.meta[name] for name in ("rate_limit", "admitted_at")}
         limiter = ratelimits.limiter_key(rate_limit, key, fn_args, kwargs)
-        ctx._go_live()
+        delivery.go_live()
         try:
-            admitted, at = ctx._journal.admit(limiter, rate_limit.limit, rate_limit.window, rate_limit.units, key)
+            admitted, at = delivery.journal.admit(limiter, rate_limit.limit, rate_limit.window, rate_limit.units, key)
         except LeaseLost as interrupt:
-            ctx._latch(interrupt)
+            delivery.latch(interrupt)
             raise
         if admitted:
             if record is not None and "rate_limit" in record.meta:
                 # The record of the wait for this admission is not an attempt: the first one starts now.
                 record = replace(record, meta={})
             return record, {"rate_limit": limiter, "admitted_at": iso(at)}
-        ctx._write(
+        delivery.write(
             StepRecordData(
                 key=key,
                 kind="run",
@@ -114,12 +114,12 @@ class RunSteps(StepBase):
             ),
             new=record is None,
         )
-        raise ctx._suspend(at, {"kind": "rate_limit", "step": key, "key": limiter, "until": iso(at)})
+        raise delivery.suspend(at, {"kind": "rate_limit", "step": key, "key": limiter, "until": iso(at)})
 
     def _succeeded(self, key, record, attempt, result, schema, started, compensable=False, *, carry=None):
-        ctx = self._ctx
+        delivery = self._delivery
         try:
-            _, value = values.roundtrip(result, max_bytes=ctx._settings.max_payload_bytes)
+            _, value = values.roundtrip(result, max_bytes=delivery.settings.max_payload_bytes)
         except exceptions.WorkflowValueError as exc:
             exc.message = f"step {key!r} returned a value that cannot be journaled: {exc.message}"
             return self._record_failure("run", key, record, attempt, exc, started, carry=carry)
@@ -129,21 +129,21 @@ class RunSteps(StepBase):
             meta["schema"] = "accepted" if ok else "rejected"
         if compensable and ok:  # a value its schema rejects is raised, and registers nothing
             meta["compensate"] = True
-        ctx._record_live(key, "run", value, attempts=attempt, meta=meta, started_at=started_at(record, started))
+        delivery.record_live(key, "run", value, attempts=attempt, meta=meta, started_at=started_at(record, started))
         if not ok:
             raise parsed
         return parsed
 
     def poll(self, *args: Any, interval: float, max_attempts: int) -> Any:
         """Call ``fn()`` every ``interval`` seconds (durably) until it returns a truthy value."""
-        ctx = self._ctx
-        key, rest = ctx._key(args)
+        delivery = self._delivery
+        key, rest = delivery.key(args)
         if len(rest) != 1 or not callable(rest[0]):
             raise TypeError("ctx.step.poll(key, fn, *, interval, max_attempts) needs a callable")
         if max_attempts < 1 or interval < 0:
             raise ValueError("poll needs max_attempts >= 1 and interval >= 0")
         fn = rest[0]
-        record = ctx._reach(key, "poll")
+        record = delivery.reach(key, "poll")
         if record is not None:
             if record.status == StepStatus.COMPLETED:
                 return record.value
@@ -156,18 +156,18 @@ class RunSteps(StepBase):
             return self._record_failure("poll", key, record, attempt, error, started)
         if result:
             try:
-                _, value = values.roundtrip(result, max_bytes=ctx._settings.max_payload_bytes)
+                _, value = values.roundtrip(result, max_bytes=delivery.settings.max_payload_bytes)
             except exceptions.WorkflowValueError as exc:
                 return self._record_failure("poll", key, record, attempt, exc, started)
-            ctx._record_live(key, "poll", value, attempts=attempt, started_at=started_at(record, started))
+            delivery.record_live(key, "poll", value, attempts=attempt, started_at=started_at(record, started))
             return value
         if attempt >= max_attempts:
             timeout = exceptions.WaitTimeout(
                 message=f"poll {key!r} found nothing truthy in {max_attempts} attempts", step=key
             )
             return self._record_failure("poll", key, record, attempt, timeout, started)
-        until = ctx._journal.now() + timedelta(seconds=interval)
-        ctx._write(
+        until = delivery.journal.now() + timedelta(seconds=interval)
+        delivery.write(
             StepRecordData(
                 key=key,
                 kind="poll",
@@ -178,5 +178,5 @@ class RunSteps(StepBase):
             ),
             new=record is None,
         )
-        raise ctx._suspend(until, {"kind": "poll", "step": key, "attempt": attempt, "until": iso(until)})
+        raise delivery.suspend(until, {"kind": "poll", "step": key, "attempt": attempt, "until": iso(until)})
 

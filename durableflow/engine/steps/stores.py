@@ -52,14 +52,14 @@ class StoreHandle(StepBase):
 
     def get(self, *args: Any) -> StoreSnapshot:
         """``get(key=None)``: the state, version and instance id (``StoreSnapshot``)."""
-        key, rest = self._ctx._key(args)
+        key, rest = self._delivery.key(args)
         _arity("get([key])", rest, 0)
         value = self._step(key, "store_get", lambda engine, step: engine.store_get(self.definition, self.id).as_value())
         return StoreSnapshot.from_value(value)
 
     def select(self, *args: Any) -> Any:
         """``select(key, selector)``: ``selector(state)`` on a read-only view, journaled."""
-        key, rest = self._ctx._key(args)
+        key, rest = self._delivery.key(args)
         (selector,) = _arity("select(key, selector)", rest, 1)
         require_sync(selector, "selector")
         return self._step(
@@ -106,7 +106,7 @@ class StoreHandle(StepBase):
 
     def when(self, *args: Any) -> Any:
         """``when(key=None, selector)``: wait until ``selector(state)`` is truthy; return it."""
-        key, rest = self._ctx._key(args)
+        key, rest = self._delivery.key(args)
         (selector,) = _arity("when([key], selector)", rest, 1)
         require_sync(selector, "selector")
         return self._wait(key, "store_when", selector, None)
@@ -122,43 +122,40 @@ class StoreHandle(StepBase):
     # Internals ---------------------------------------------------------------------------
 
     def _step(self, key: str, kind: str, call: Callable[[Any, StepRef], Any]) -> Any:
-        ctx = self._ctx
-        record = ctx._reach(key, kind)
-        if record is not None:
-            if record.status == StepStatus.COMPLETED:
-                return record.value
-            if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
+        delivery = self._delivery
+        replayed = delivery.replayed(key, kind)
+        if replayed.done:
+            return replayed.value
+        record = replayed.record
         started, value = self._live(key, kind, record, call)
-        ctx._record_live(key, kind, value, attempts=1, meta=self._meta(), started_at=started_at(record, started))
+        delivery.record_live(key, kind, value, attempts=1, meta=self._meta(), started_at=started_at(record, started))
         return value
 
     def _live(self, key: str, kind: str, record: StepRecordData | None, call: Callable[[Any, StepRef], Any]) -> Any:
         """Run the engine's verb for this step: ``(started, value)``; failures are recorded."""
         ctx = self._ctx
-        ctx._go_live()
-        started = ctx._journal.now()
+        delivery = self._delivery
+        delivery.go_live()
+        started = delivery.journal.now()
         first_try = record is None and ctx.delivery == 1
-        step = StepRef(ctx.execution_id, key, ctx._journal.token, kind, first_try)
-        ctx._in_step = key  # a callback that calls a step is refused (NESTED_STEP)
+        step = StepRef(ctx.execution_id, key, delivery.journal.token, kind, first_try)
+        delivery.in_step = key  # a callback that calls a step is refused (NESTED_STEP)
         try:
-            return started, call(ctx._engine, step)
+            return started, call(delivery.engine, step)
         except StoreFailure as failure:
-            ctx._in_step = None
+            delivery.in_step = None
             self._record_failure(kind, key, record, 1, failure.error, started)
         except LeaseLost as lost:
-            raise ctx._latch(lost) from None
+            raise delivery.latch(lost) from None
         finally:
-            ctx._in_step = None
+            delivery.in_step = None
 
     def _wait(self, key: str, kind: str, selector: Callable, claim: Callable | None) -> Any:
-        ctx = self._ctx
-        record = ctx._reach(key, kind)
-        if record is not None:
-            if record.status == StepStatus.COMPLETED:
-                return record.value
-            if record.status == StepStatus.FAILED:
-                ctx._raise_recorded(record)
+        delivery = self._delivery
+        replayed = delivery.replayed(key, kind)
+        if replayed.done:
+            return replayed.value
+        record = replayed.record
         started, watched = self._live(
             key,
             kind,
@@ -166,16 +163,16 @@ class StoreHandle(StepBase):
             lambda engine, step: engine.store_watch(self.definition, self.id, selector, step=step, claim=claim),
         )
         if watched.matched:
-            ctx._record_live(
+            delivery.record_live(
                 key, kind, watched.value, attempts=1, meta=self._meta(), started_at=started_at(record, started)
             )
             return watched.value
         if record is None:
-            ctx._write(
+            delivery.write(
                 StepRecordData(key=key, kind=kind, status=StepStatus.WAITING, meta=self._meta(), started_at=started),
                 new=True,
             )
-        raise ctx._suspend(
+        raise delivery.suspend(
             None,
             {"kind": "store", "step": key, "store": self.definition.name, "id": self.id, "version": watched.version},
         )
@@ -183,7 +180,7 @@ class StoreHandle(StepBase):
     def _explicit(self, key: Any, usage: str) -> str:
         if not isinstance(key, str):
             raise TypeError(f"store.{usage}: the step key comes first")
-        return self._ctx._key((key,))[0]
+        return self._delivery.key((key,))[0]
 
     def _meta(self) -> dict[str, Any]:
         return {"store": self.definition.name, "id": self.id}

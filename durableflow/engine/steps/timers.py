@@ -23,8 +23,8 @@ class TimerSteps(StepBase):
         ``seconds`` from 0 to a century; anything else (NaN, the infinities, 1e15, which no
         date can be that far away) raises ``WorkflowValueError("INVALID_DELAY")`` at the call.
         """
-        ctx = self._ctx
-        key, rest = ctx._key(args)
+        delivery = self._delivery
+        key, rest = delivery.key(args)
         if len(rest) != 1 or isinstance(rest[0], bool) or not isinstance(rest[0], (int, float)):
             raise TypeError("ctx.step.sleep(key, seconds) needs a number of seconds")
         if not 0 <= rest[0] <= MAX_SLEEP_SECONDS:  # NaN fails both
@@ -37,25 +37,25 @@ class TimerSteps(StepBase):
 
     def sleep_until(self, *args: Any) -> None:
         """``sleep_until(key, when)``: a durable timer until an aware datetime."""
-        ctx = self._ctx
-        key, rest = ctx._key(args)
+        delivery = self._delivery
+        key, rest = delivery.key(args)
         if len(rest) != 1 or not isinstance(rest[0], datetime) or rest[0].tzinfo is None:
             raise TypeError("ctx.step.sleep_until(key, when) needs a timezone-aware datetime")
         self._timer(key, lambda now: rest[0])
 
     def _timer(self, key: str, due: Callable[[datetime], datetime]) -> None:
-        ctx = self._ctx
-        record = ctx._reach(key, "sleep")
+        delivery = self._delivery
+        record = delivery.reach(key, "sleep")
         if record is not None and record.status == StepStatus.COMPLETED:
             return None
-        now = ctx._journal.now()
+        now = delivery.journal.now()
         if record is None:
-            ctx._go_live()
+            delivery.go_live()
             until = due(now)
             if until <= now:
-                ctx._record_live(key, "sleep", None, attempts=1, meta={"until": iso(until)})
+                delivery.record_live(key, "sleep", None, attempts=1, meta={"until": iso(until)})
                 return None
-            ctx._write(
+            delivery.write(
                 StepRecordData(
                     key=key, kind="sleep", status=StepStatus.WAITING, meta={"until": iso(until)}, started_at=now
                 ),
@@ -64,9 +64,9 @@ class TimerSteps(StepBase):
         else:
             until = parse_iso(record.meta["until"])
             if until <= now:
-                ctx._go_live()
-                ctx._record_live(key, "sleep", None, attempts=1, meta=record.meta, started_at=record.started_at)
+                delivery.go_live()
+                delivery.record_live(key, "sleep", None, attempts=1, meta=record.meta, started_at=record.started_at)
                 return None
-        raise ctx._suspend(until, {"kind": "timer", "step": key, "until": iso(until)})
+        raise delivery.suspend(until, {"kind": "timer", "step": key, "until": iso(until)})
 
     # poll ------------------------------------------------------------------------------

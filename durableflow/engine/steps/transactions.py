@@ -59,13 +59,14 @@ class TransactionSteps(StepBase):
         value without calling ``fn``.
         """
         ctx = self._ctx
+        delivery = self._delivery
         if not args or not isinstance(args[0], str):
             raise TypeError("ctx.step.transaction(key, fn, *args, **kwargs) needs a step key first")
-        key, rest = ctx._key(args)
+        key, rest = delivery.key(args)
         if not rest or not callable(rest[0]):
             raise TypeError("ctx.step.transaction(key, fn, *args, **kwargs) needs a callable")
         fn, fn_args = rest[0], tuple(rest[1:])
-        record = ctx._reach(key, KIND)
+        record = delivery.reach(key, KIND)
         if record is not None:
             if record.status == StepStatus.COMPLETED:
                 return apply_schema(key, schema, record.value, record.meta.get("schema"))
@@ -78,9 +79,9 @@ class TransactionSteps(StepBase):
                 step=key,
             )
         attempt = (record.attempts if record else 0) + 1
-        ctx._go_live()
-        started = ctx._journal.now()
-        storage = ctx._journal.storage
+        delivery.go_live()
+        started = delivery.journal.now()
+        storage = delivery.journal.storage
         for tries in itertools.count(1):
             try:
                 # A transient error of the record's write or of the commit comes out as it is, to
@@ -105,7 +106,7 @@ class TransactionSteps(StepBase):
                         self.transient_tries,
                     )
                     time.sleep(delay)
-                    ctx._go_live()
+                    delivery.go_live()
                     continue
                 conflict = exceptions.RetryableError(
                     f"the transaction kept failing after {tries} tries: {error}", code="TRANSACTION_CONFLICT"
@@ -117,8 +118,8 @@ class TransactionSteps(StepBase):
 
     def _commit(self, key, record, attempt, fn, fn_args, kwargs, schema, started) -> Any:
         """One try: the body and the record in one transaction; raises ``_RolledBack`` to undo it."""
-        ctx = self._ctx
-        with ctx._journal.storage.transaction_scope() as scope:
+        delivery = self._delivery
+        with delivery.journal.storage.transaction_scope() as scope:
             scope.key = key
             result, error = self._body(scope, key, self._stand_in("transaction", key, fn), fn_args, kwargs)
             if scope.refusal is not None:  # latched: the body may have caught the refusal
@@ -138,7 +139,7 @@ class TransactionSteps(StepBase):
                     final=True,
                 )
             try:
-                _, value = values.roundtrip(result, max_bytes=ctx._settings.max_payload_bytes)
+                _, value = values.roundtrip(result, max_bytes=delivery.settings.max_payload_bytes)
             except exceptions.WorkflowValueError as exc:
                 exc.message = f"step {key!r} returned a value that cannot be journaled: {exc.message}"
                 raise _RolledBack(exc, final=True) from None
@@ -156,14 +157,14 @@ class TransactionSteps(StepBase):
                 value=value,
                 meta=meta,
                 started_at=started_at(record, started),
-                finished_at=ctx._journal.now(),
+                finished_at=delivery.journal.now(),
             )
-            ctx._write_exclusive(completed, record)
+            delivery.write_exclusive(completed, record)
         return parsed
 
     def _body(self, scope, key, fn, fn_args, kwargs) -> tuple[Any, BaseException | None]:
-        ctx = self._ctx
-        ctx._in_step = key  # another step called from the body raises NESTED_STEP
+        delivery = self._delivery
+        delivery.in_step = key  # another step called from the body raises NESTED_STEP
         try:
             with transactions.entered(scope):
                 return fn(*fn_args, **kwargs), None
@@ -172,7 +173,7 @@ class TransactionSteps(StepBase):
         except Exception as exc:
             return None, exc
         finally:
-            ctx._in_step = None
+            delivery.in_step = None
 
 
 def _is_misuse(error: BaseException) -> bool:

@@ -1,4 +1,5 @@
-"""``ctx.step.wait_for_event``, ``wait_for_signal``, ``wait_for_token``: waits for the world.
+"""``ctx.step.wait_for_event``, ``wait_for_any_event``, ``wait_for_signal``, ``wait_for_token``:
+waits for the world.
 
 A wait is a journal record (waiting, then completed with the payload or failed with
 ``WaitTimeout``) and a ``Waiter`` row registered in the same transaction. Its delivery then
@@ -47,6 +48,24 @@ class WaitSteps(StepBase):
         waiting_for = {"kind": EVENT, "event_type": event_type, **({"match": match} if match is not None else {})}
         return self._await(key, "event", EVENT, event_type, timeout, waiting_for, match=match)
 
+    def wait_for_any_event(self, key: str, event_types: list[str], *, timeout: float | None = None) -> tuple[str, Any]:
+        """Wait for the earliest event of any of ``event_types``; return ``(event_type, payload)``.
+
+        One step, one waiter per type (registered together): the earliest published event among
+        them satisfies it and the other waiters are closed then (or at the timeout). An event of
+        another of those types published in the moment between the winner and the closing is
+        consumed with them. Sees events published since the execution started, as
+        ``wait_for_event`` does; ``WaitTimeout`` once ``timeout`` seconds passed.
+        """
+        if not isinstance(event_types, (list, tuple)) or not event_types:
+            raise exceptions.WorkflowValueError("INVALID_EVENT", "event_types must be a non-empty list of event types")
+        for event_type in event_types:
+            check_name(event_type, "an event type")
+        if len(set(event_types)) != len(event_types):
+            raise exceptions.WorkflowValueError("INVALID_EVENT", f"event_types names a type twice: {list(event_types)}")
+        found = _AnyOf(self, key, list(event_types)).wait(timeout)
+        return found["event"], found["payload"]
+
     def wait_for_signal(self, key: str, name: str, *, timeout: float | None = None) -> Any:
         """Wait for a signal ``name`` sent to this execution; return its payload.
 
@@ -81,17 +100,17 @@ class WaitSteps(StepBase):
     ) -> Any:
         """Register the wait (once), then return what satisfies it, raise its recorded error, or suspend."""
         ctx = self._ctx
+        delivery = self._delivery
         if not isinstance(key, str):
             raise TypeError(f"ctx.step.{_METHODS[kind]}() needs a step key first")
-        key, _ = ctx._key((key,))
+        key, _ = delivery.key((key,))
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
             raise TypeError("timeout must be a non-negative number of seconds")
-        record = ctx._reach(key, kind)
-        if record is not None and record.status == StepStatus.COMPLETED:
-            return record.value
-        if record is not None and record.status == StepStatus.FAILED:
-            ctx._raise_recorded(record)
-        storage = ctx._journal.storage
+        replayed = delivery.replayed(key, kind)
+        if replayed.done:
+            return replayed.value
+        record = replayed.record
+        storage = delivery.journal.storage
 
         def register(until: Any) -> Any:
             waiter = storage.add_waiter(
@@ -110,15 +129,15 @@ class WaitSteps(StepBase):
             return waiter
 
         if record is None:
-            ctx._go_live()
-            now = ctx._journal.now()
+            delivery.go_live()
+            now = delivery.journal.now()
             until = None if timeout is None else now + timedelta(seconds=timeout)
             meta = {"target": target, **({"match": match} if match is not None else {})}
             if until is not None:
                 meta.update(until=iso(until), timeout=timeout)
             record = StepRecordData(key=key, kind=kind, status=StepStatus.WAITING, meta=meta, started_at=now)
             with storage.atomic():  # the record and its waiter exist together, or neither
-                ctx._write(record, new=True)
+                delivery.write(record, new=True)
                 waiter = register(until)
         elif record.error is not None:
             record, waiter, until = self._wait_again(record)
@@ -129,7 +148,7 @@ class WaitSteps(StepBase):
         check = check or self._message_check
         try:
             answer = check(waiter)
-            if answer is PENDING and until is not None and ctx._journal.now() >= until:
+            if answer is PENDING and until is not None and delivery.journal.now() >= until:
                 # The deadline passed: close the wait, unless something satisfied it first.
                 if not storage.update_waiter(waiter.id, {"status": W.EXPIRED, "resolved_at": NOW}, statuses=[W.OPEN]):
                     answer = check(storage.get_waiter(ctx.execution_id, key))  # satisfied, or closed before
@@ -141,18 +160,19 @@ class WaitSteps(StepBase):
         except exceptions.DurableflowError as exc:
             self._record_failure(kind, key, record, 1, exc, record.started_at)
         if answer is PENDING:
-            raise ctx._suspend(until, {**waiting_for, "step": key, "until": iso(until) if until else None})
+            raise delivery.suspend(until, {**waiting_for, "step": key, "until": iso(until) if until else None})
         value, extra = answer
-        ctx._go_live()
-        ctx._record_live(key, kind, value, attempts=1, meta={**record.meta, **extra}, started_at=record.started_at)
+        delivery.go_live()
+        delivery.record_live(key, kind, value, attempts=1, meta={**record.meta, **extra}, started_at=record.started_at)
         return value
 
     def _wait_again(self, record: StepRecordData) -> tuple[StepRecordData, Any, Any]:
         """``retry()`` of a run that failed at this wait: the wait starts over, with a new deadline."""
         ctx = self._ctx
-        ctx._go_live()
-        storage = ctx._journal.storage
-        now = ctx._journal.now()
+        delivery = self._delivery
+        delivery.go_live()
+        storage = delivery.journal.storage
+        now = delivery.journal.now()
         timeout = record.meta.get("timeout")
         until = None if timeout is None else now + timedelta(seconds=timeout)
         meta = {k: v for k, v in record.meta.items() if k != "until"} | ({"until": iso(until)} if until else {})
@@ -161,7 +181,7 @@ class WaitSteps(StepBase):
         )
         waiter = storage.get_waiter(ctx.execution_id, record.key)
         with storage.atomic():
-            ctx._write(again, new=False)
+            delivery.write(again, new=False)
             storage.update_waiter(
                 waiter.id,
                 {"status": W.OPEN, "resolved_at": None, "deadline_at": until},
@@ -171,7 +191,7 @@ class WaitSteps(StepBase):
 
     def _message_check(self, waiter: Any) -> Any:
         """Events, signals and tokens: the event the waiter took, or the earliest it can take now."""
-        storage = self._ctx._journal.storage
+        storage = self._delivery.journal.storage
         if waiter.status == W.OPEN:
             event, closed = satisfy(storage, waiter)
             if event is not None:
@@ -183,6 +203,80 @@ class WaitSteps(StepBase):
             event = storage.get_event(waiter.event_id)
             return (None, {}) if event is None else (event.payload, {"event_id": event.event_id})
         return PENDING
+
+
+class _AnyOf:
+    """``wait_for_any_event``: one step waiting for the earliest event of several types, a waiter
+    per type (the step's key for the first, ``<key>/1``, ``<key>/2``... for the others)."""
+
+    def __init__(self, steps: WaitSteps, key: str, types: list[str]):
+        self.steps = steps
+        self.execution_id = steps._ctx.execution_id
+        self.storage = steps._delivery.journal.storage
+        self.key = key
+        self.types = types
+        self.keys = [key] + [f"{key}/{n}" for n in range(1, len(types))]
+
+    def wait(self, timeout: float | None) -> dict[str, Any]:
+        waiting_for = {"kind": EVENT, "event_types": self.types}
+        try:
+            return self.steps._await(
+                self.key, "event", EVENT, self.types[0], timeout, waiting_for,
+                check=self.check, on_register=self.register_others,
+            )  # fmt: skip
+        except exceptions.WaitTimeout:
+            self.close(keep=None)
+            raise
+
+    def register_others(self) -> None:
+        """With the first type's waiter (same transaction): one for each other type."""
+        deadline = self.storage.get_waiter(self.execution_id, self.key).deadline_at
+        for key, event_type in zip(self.keys[1:], self.types[1:], strict=True):
+            self.storage.add_waiter(
+                {
+                    "execution_id": self.execution_id,
+                    "key": key,
+                    "kind": EVENT,
+                    "target": event_type,
+                    "match": None,
+                    "deadline_at": deadline,
+                    "created_at": NOW,
+                }
+            )
+
+    def check(self, first: Any) -> Any:
+        """The earliest event one of the waiters took, or can take now; PENDING if none."""
+        waiters = [first] + [self.storage.get_waiter(self.execution_id, key) for key in self.keys[1:]]
+        taken = [(w, self.storage.get_event(w.event_id)) for w in waiters if w is not None and w.status == W.SATISFIED]
+        taken = [(w, event) for w, event in taken if event is not None]
+        if not taken:
+            # Take only the earliest candidate: taking one per type would consume the others.
+            candidates = []
+            for waiter in waiters:
+                if waiter is not None and waiter.status == W.OPEN:
+                    events = self.storage.events_for(waiter, after=0, limit=1)
+                    if events:
+                        candidates.append((events[0].id, waiter))
+            for _, waiter in sorted(candidates, key=lambda c: c[0]):
+                event, _ = satisfy(self.storage, waiter)
+                if event is not None:
+                    taken = [(waiter, event)]
+                    break
+        if not taken:
+            return PENDING
+        waiter, event = min(taken, key=lambda pair: pair[1].id)
+        self.close(keep=waiter.key)
+        value = {"event": waiter.target, "payload": event.payload}
+        return value, {"event_id": event.event_id, "event": waiter.target}
+
+    def close(self, keep: str | None) -> None:
+        """Close the open waiters other than ``keep``'s: nothing may satisfy them any more."""
+        for key in self.keys:
+            if key == keep:
+                continue
+            waiter = self.storage.get_waiter(self.execution_id, key)
+            if waiter is not None and waiter.status == W.OPEN:
+                self.storage.update_waiter(waiter.id, {"status": W.EXPIRED, "resolved_at": NOW}, statuses=[W.OPEN])
 
 
 _METHODS = {
