@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef
@@ -27,7 +27,7 @@ from durableflow import dispatch
 from durableflow.conf import df_settings
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import LEASED, RUNNABLE, TERMINAL
-from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
+from durableflow.engine.storage import ANY, NOW, ClaimRow, LeaseHandle, OutcomeRow
 from durableflow.leases import Lease, keeper
 from durableflow.models import Execution, StepRecord, Waiter
 from durableflow.models.executions import status_in
@@ -285,8 +285,8 @@ class OrmCore:
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> Lease:
         return keeper.hold(execution_id, token, seconds, self.offset, alias=self.alias)
 
-    def release_lease(self, handle: Lease) -> None:
-        keeper.release(handle)
+    def release_lease(self, handle: LeaseHandle) -> None:
+        keeper.release(cast(Lease, handle))  # one keep_lease returned
 
     def holds_lease(self, execution_id: str, token: str) -> bool:
         return self._executions().filter(pk=execution_id, lease_token=token).exists()

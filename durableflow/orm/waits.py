@@ -14,16 +14,18 @@ from typing import Any, Iterable
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
+from durableflow.engine.rows import WaiterRow
 from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 from durableflow.models import Event, Execution, Waiter
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmWaits"]
 
 W = WaiterStatus
 
 
-class OrmWaits:
+class OrmWaits(OrmCore):
     """Waiters and events on the models (a part of ``OrmStorage``)."""
 
     def _wait_rows(self):
@@ -77,7 +79,7 @@ class OrmWaits:
     def get_event(self, pk: int) -> Event | None:
         return self._event_rows().filter(pk=pk).first()
 
-    def events_for(self, waiter: Waiter, *, after: int, limit: int) -> list[Event]:
+    def events_for(self, waiter: WaiterRow, *, after: int, limit: int) -> list[Event]:
         rows = self._event_rows().filter(kind=waiter.kind, name=waiter.target, pk__gt=after)
         if waiter.kind == "event":
             created = Execution.objects.using(self.alias).filter(pk=waiter.execution_id).values("created_at")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator
 from durableflow.engine.memory.clone import clone
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData, lease_free
 from durableflow.engine.states import DUE_ONLY, LEASED, RUNNABLE, TERMINAL, ExecutionStatus
-from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
+from durableflow.engine.storage import ANY, NOW, ClaimRow, LeaseHandle, OutcomeRow
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
 
@@ -369,7 +369,7 @@ class MemoryCore:
         # Nothing renews in memory: time moves only when a test moves the clock.
         return _Lease()
 
-    def release_lease(self, handle: _Lease) -> None:
+    def release_lease(self, handle: LeaseHandle) -> None:
         pass
 
     def holds_lease(self, execution_id: str, token: str) -> bool:

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.states import RUNNABLE, StepStatus
 
 __all__ = ["MemoryItems"]
@@ -14,7 +15,7 @@ ITEM = "item"
 _UNFINISHED = (StepStatus.WAITING, StepStatus.RUNNING)
 
 
-class MemoryItems:
+class MemoryItems(MemoryCore):
     """Item records in memory (a part of ``InMemoryStorage``)."""
 
     def _items(self, execution_id: str):

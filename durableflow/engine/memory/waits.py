@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
+from durableflow.engine.rows import WaiterRow
 from durableflow.engine.states import DUE_ONLY, TERMINAL, StepStatus, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 
@@ -44,7 +46,7 @@ class MemoryEvent:
 _WAITER_FIELDS = frozenset(f.name for f in fields(MemoryWaiter))
 
 
-class MemoryWaits:
+class MemoryWaits(MemoryCore):
     """Waiters and events in memory (a part of ``InMemoryStorage``)."""
 
     def _next_id(self) -> int:
@@ -107,7 +109,7 @@ class MemoryWaits:
         with self.lock:
             return clone(self.tables.events.get(pk))
 
-    def events_for(self, waiter: MemoryWaiter, *, after: int, limit: int) -> list[MemoryEvent]:
+    def events_for(self, waiter: WaiterRow, *, after: int, limit: int) -> list[MemoryEvent]:
         with self.lock:
             execution = self.tables.executions.get(waiter.execution_id)
             if execution is None:
