@@ -17,7 +17,7 @@ import sys
 import uuid
 from collections import Counter
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from durableflow import exceptions, values
 from durableflow.engine import logs
@@ -82,7 +82,9 @@ class Context:
         self.metadata = Metadata(self)
         self._journal = journal
         self._settings = settings
-        self._engine = engine  # the verbs steps call (an effect's begin, settle, watch)
+        # The verbs steps call (an effect's begin, settle, watch): None only in a replay check,
+        # which ends before any step goes live (``_go_live``).
+        self._engine = cast("Engine", engine)
         self._records = claim.records
         self._seen: set[str] = set()
         self._sites: Counter[tuple[str, int]] = Counter()

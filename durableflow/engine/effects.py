@@ -236,7 +236,7 @@ class Effects:
         standing = result
         if not settled:
             effect = storage.get_effect(effect_id)
-            standing = effect.result
+            standing = result if effect is None else effect.result
             if values.encode(standing) != values.encode(result):
                 logger.warning(
                     "effect %r settled again with a different result; the first result stands "

@@ -15,6 +15,7 @@ import contextlib
 import threading
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
+from operator import attrgetter, itemgetter
 from typing import Any, Callable, Iterable, Iterator
 
 from durableflow.engine.memory.clone import clone
@@ -425,7 +426,7 @@ class MemoryCore:
             if execution is None or execution.lease_token != token:
                 return None
             woken = if_woken is not None and execution.wake_pending
-            self._set(execution, if_woken if woken else values)
+            self._set(execution, if_woken if if_woken is not None and woken else values)
             return OutcomeRow(watched=execution.watched, woken=woken)
 
     def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
@@ -455,7 +456,7 @@ class MemoryCore:
         with self.lock:
             due = sorted(
                 (e for e in self.tables.executions.values() if e.status in DUE_ONLY and e.wake_at and e.wake_at <= now),
-                key=lambda e: e.wake_at,
+                key=attrgetter("wake_at"),
             )
             return [(e.id, e.queue, clone(e.waiting_for)) for e in due[:limit]]
 
@@ -468,30 +469,27 @@ class MemoryCore:
                     e
                     for e in self.tables.executions.values()
                     if e.status in RUNNABLE - DUE_ONLY
-                    and (e.lease_token is None or e.lease_expires_at < now)
+                    and lease_free(e.lease_token, e.lease_expires_at, now)
                     and e.enqueued_at is not None
                     and e.enqueued_at < overdue
                     and e.concurrency_ticket is None
                 ),
-                key=lambda e: e.enqueued_at,
+                key=attrgetter("enqueued_at"),
             )
             return [(e.id, e.queue) for e in stale[:limit]]
 
     def lock_overdue(self, limit: int) -> list[tuple[str, datetime]]:
         now = self.clock()
         with self.lock:
-            overdue = sorted(
-                (
-                    e
-                    for e in self.tables.executions.values()
-                    if e.status in RUNNABLE
-                    and e.deadline_at is not None
-                    and e.deadline_at <= now
-                    and e.cancel_requested is None
-                ),
-                key=lambda e: e.deadline_at,
-            )
-            return [(e.id, e.deadline_at) for e in overdue[:limit]]
+            overdue = [
+                (e.id, e.deadline_at)
+                for e in self.tables.executions.values()
+                if e.status in RUNNABLE
+                and e.deadline_at is not None
+                and e.deadline_at <= now
+                and e.cancel_requested is None
+            ]
+            return sorted(overdue, key=itemgetter(1))[:limit]
 
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
         now = self.clock()
@@ -501,6 +499,8 @@ class MemoryCore:
                 for e in self.tables.executions.values()
                 if e.status in LEASED
                 and e.lease_token is not None
+                and e.lease_expires_at is not None
                 and e.lease_expires_at >= now
-                and (e.lease_holder or "").startswith(f"{host} ")
+                and e.lease_holder is not None
+                and e.lease_holder.startswith(f"{host} ")
             ][:limit]

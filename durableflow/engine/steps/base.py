@@ -24,6 +24,11 @@ class StepBase:
     def __init__(self, ctx: Context):
         self._ctx = ctx
 
+    if TYPE_CHECKING:  # one part's steps end through another's (``durableflow.engine.steps.StepAPI``)
+
+        def _run_remote(self, *args: Any, **kwargs: Any) -> Any: ...  # FanoutSteps: a body as its own task
+        def _succeeded(self, *args: Any, **kwargs: Any) -> Any: ...  # RunSteps: record a body's result
+
     def _resume(self, key: str, record: StepRecordData) -> None:
         """A recorded, unfinished step: raise its recorded failure, or wait until its next attempt."""
         if record.status == StepStatus.FAILED:
