@@ -322,7 +322,7 @@ class WorkflowTester:
             fixtures = self._fixtures[kind]
             name = waiting.get({"event": "event_type", "signal": "name", "token": "token"}[kind])
             found = name if name in fixtures else step if kind == "token" and step in fixtures else None
-            if found is None or (execution.id, step) in self._injected:
+            if found is None or name is None or step is None or (execution.id, step) in self._injected:
                 continue
             self._injected.add((execution.id, step))
             payload = fixtures[found]

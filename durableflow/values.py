@@ -321,7 +321,7 @@ def decode_error(data: dict[str, Any]) -> Exception:
     elif cls is not None and issubclass(cls, Exception):
         try:
             error = cls(message)
-            error.code = code
+            error.code = code  # type: ignore[attr-defined]  # whatever class it is, it carries its code
             return error
         except Exception:
             cls = None

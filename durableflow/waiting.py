@@ -127,7 +127,7 @@ class Listener:
             else:
                 events = set(self._waiters.get(execution_id, ()))
         for event in events:
-            if notice is not None:
+            if notice is not None and execution_id is not None:
                 event.notices[execution_id] = notice  # before set(): the woken thread finds it
             event.set()
         if events and execution_id is not None:
@@ -284,7 +284,7 @@ def until(
         noticed = None
         while True:
             woken.clear()  # before the read, for the same reason
-            value = read() if noticed is None else notice(noticed)
+            value = read() if noticed is None or notice is None else notice(noticed)
             if finished(value):
                 return value
             if key(value) != watching:  # carried on by another execution: watch it, read again

@@ -175,7 +175,7 @@ class OrmCore:
         # Every verb and every wait reads the row by id. Fields left out are deferred: read on access.
         return self._by_id(Execution, execution_id, fields)
 
-    def _by_id(self, model: type, pk: str, fields: tuple[str, ...] | None = None) -> Any:
+    def _by_id(self, model: Any, pk: str, fields: tuple[str, ...] | None = None) -> Any:
         """``model``'s row ``pk`` as an instance (``fields`` only, the rest deferred), or ``None``."""
         reader = _BY_ID.get((self.alias, model, fields))
         if reader is None:
@@ -418,7 +418,7 @@ class ById:
     the ORM decodes a row: about a third of what ``filter(pk=...).first()`` costs, each time.
     """
 
-    def __init__(self, connection, model: type, fields: tuple[str, ...] | None) -> None:
+    def __init__(self, connection, model: Any, fields: tuple[str, ...] | None) -> None:
         meta = model._meta
         wanted = None if fields is None else {meta.get_field(name).attname for name in fields} | {meta.pk.attname}
         # In the model's field order: what ``from_db`` expects of a row with deferred fields.

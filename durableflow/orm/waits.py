@@ -45,7 +45,10 @@ class OrmWaits(OrmCore):
             with self._guard():
                 waiter.save(using=self.alias, force_insert=True)
         except IntegrityError:
-            return self.get_waiter(values["execution_id"], values["key"])
+            existing = self.get_waiter(values["execution_id"], values["key"])
+            if existing is None:  # not a taken key: the execution is gone
+                raise
+            return existing
         return waiter
 
     def get_waiter(self, execution_id: str, key: str) -> Waiter | None:
