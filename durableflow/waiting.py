@@ -163,7 +163,7 @@ class Listener:
                             idle_since = time.monotonic()
                         elif time.monotonic() - idle_since > IDLE_SECONDS:
                             self._end_if_idle(stop)
-                except Exception as exc:  # a killed connection, a restarted or unreachable database
+                except Exception as exc:  # noqa: BLE001 - a killed connection, a restarted or unreachable database
                     logger.debug("durableflow listener: %s; listening again in %.1f s", exc, delay)
                     self._listening.clear()
                     self.backend_pid = None
@@ -220,7 +220,7 @@ def _close(connection: Any) -> None:
     if connection is not None:
         try:
             connection.close()
-        except Exception:  # pragma: no cover - closing a broken connection
+        except Exception:  # pragma: no cover  # noqa: BLE001 - closing a broken connection
             pass
 
 

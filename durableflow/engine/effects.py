@@ -89,7 +89,7 @@ class Begun:
 def effect_request(
     effect_id: Any,
     operation: Any,
-    input: Any,
+    input: Any,  # noqa: A002 - the effect's input, as its request and its row name it
     retry_in: Any,
     lookup: Any,
     perform: Any,

@@ -61,7 +61,7 @@ def _call(fn: Callable[..., Any], role: str, *args: Any) -> Any:
     """Run a workflow's callback; its failure is the step's (``StoreFailure``), not the engine's."""
     try:
         return tracking.check_result(fn(*args), role, fn)
-    except Exception as exc:  # noqa: BLE001 - any error of the workflow's own code
+    except Exception as exc:  # any error of the workflow's own code
         raise StoreFailure(exc) from exc
 
 

@@ -308,7 +308,7 @@ class _Helper:
             self._state = _RUNNING
         try:
             outcome: tuple[Any, BaseException | None] = (self._context.run(self._fn, *self._args, **self._kwargs), None)
-        except BaseException as exc:  # handed to the caller's thread, as a future would
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, as a future would
             outcome = (None, exc)
         with self._lock:
             if self._state is _RUNNING:

@@ -49,7 +49,7 @@ class StepBase:
         try:
             with logs.scope(step_key=key):  # what the body logs names its step
                 return started, call(), None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any error of the step's body is its outcome
             return started, None, exc
         finally:
             ctx._in_step = None
