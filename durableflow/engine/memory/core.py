@@ -16,12 +16,18 @@ import threading
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
 from operator import attrgetter, itemgetter
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from durableflow.engine.memory.clone import clone
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData, lease_free
 from durableflow.engine.states import DUE_ONLY, LEASED, RUNNABLE, TERMINAL, ExecutionStatus
 from durableflow.engine.storage import ANY, NOW, ClaimRow, LeaseHandle, OutcomeRow
+
+if TYPE_CHECKING:  # the rows of the other parts' tables
+    from durableflow.engine.memory.effects import MemoryEffect
+    from durableflow.engine.memory.ratelimits import MemoryAdmission
+    from durableflow.engine.memory.stores import MemoryLedgerEntry, MemoryStore, MemoryStoreWaiter
+    from durableflow.engine.memory.waits import MemoryEvent, MemoryWaiter
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
 
@@ -93,18 +99,18 @@ class MemoryTables:
     executions: dict[str, MemoryExecution] = field(default_factory=dict)
     steps: dict[str, dict[str, StepRecordData]] = field(default_factory=dict)
     # durableflow.engine.memory.waits
-    waiters: dict[int, Any] = field(default_factory=dict)
-    events: dict[int, Any] = field(default_factory=dict)
+    waiters: dict[int, MemoryWaiter] = field(default_factory=dict)
+    events: dict[int, MemoryEvent] = field(default_factory=dict)
     next_id: int = 1
     # Effects by id, and their watches: effect id -> {(execution id, step key): since}.
-    effects: dict[str, Any] = field(default_factory=dict)
+    effects: dict[str, MemoryEffect] = field(default_factory=dict)
     effect_watches: dict[str, dict[tuple[str, str], datetime]] = field(default_factory=dict)
     # Stores (durableflow.engine.memory.stores): by (name, store_id), and by (execution_id, key).
-    stores: dict[tuple[str, str], Any] = field(default_factory=dict)
-    store_ledger: dict[tuple[str, str], Any] = field(default_factory=dict)
-    store_waiters: dict[tuple[str, str], Any] = field(default_factory=dict)
+    stores: dict[tuple[str, str], MemoryStore] = field(default_factory=dict)
+    store_ledger: dict[tuple[str, str], MemoryLedgerEntry] = field(default_factory=dict)
+    store_waiters: dict[tuple[str, str], MemoryStoreWaiter] = field(default_factory=dict)
     # Rate-limit admissions and waiting requests by id (durableflow.engine.memory.ratelimits).
-    admissions: dict[int, Any] = field(default_factory=dict)
+    admissions: dict[int, MemoryAdmission] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -68,7 +68,7 @@ class MemoryRateLimits(MemoryCore):
             spent = [
                 pk
                 for pk, a in rows.items()
-                if (a.admitted_at is None or a.expires_at <= now) and not self._waits(a)
+                if (a.admitted_at is None or (a.expires_at is not None and a.expires_at <= now)) and not self._waits(a)
             ][:limit]
             for pk in spent:
                 del rows[pk]

@@ -122,7 +122,7 @@ class MemoryWaits(MemoryCore):
                 and e.kind == waiter.kind
                 and e.name == waiter.target
                 and pk not in consumed
-                and (waiter.kind != "event" or e.created_at >= execution.created_at)
+                and (waiter.kind != "event" or _at_or_after(e.created_at, execution.created_at))
                 and (waiter.kind != "signal" or e.execution_id == waiter.execution_id)
             ]
             return clone(found[:limit])
@@ -177,3 +177,8 @@ class MemoryWaits(MemoryCore):
                     if w.kind == "child" and w.target == execution_id and w.status == W.OPEN
                 }
             )
+
+
+def _at_or_after(moment: datetime | None, since: datetime | None) -> bool:
+    """``moment >= since`` as SQL has it: false when either is unknown."""
+    return moment is not None and since is not None and moment >= since
