@@ -307,7 +307,8 @@ class _Helper:
                 return
             self._state = _RUNNING
         try:
-            outcome: tuple[Any, BaseException | None] = (self._context.run(self._fn, *self._args, **self._kwargs), None)
+            outcome: tuple[Any, BaseException | None]
+            outcome = (self._context.run(self._fn, *self._args, **self._kwargs), None)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, as a future would
             outcome = (None, exc)
         with self._lock:

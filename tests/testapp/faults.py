@@ -55,7 +55,7 @@ def faults(ctx, params):
     def attempt(call):
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 - what careless workflow code does: a database failure must not get here
+        except Exception as exc:  # noqa: BLE001 - careless workflow code: a database failure must not get here
             caught.append(f"{type(exc).__name__}: {exc}")
             return None
 
