@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 from durableflow import dispatch, exceptions, values
 from durableflow.documents.source import MemoryDocuments
@@ -180,7 +180,7 @@ class WorkflowTester:
         return self.engine.start_many(workflow, params_list, idempotency_keys, queue=queue, deadline=deadline)
 
     def get(self, execution_id: str) -> MemoryExecution:
-        return self.engine.get(execution_id)
+        return cast(MemoryExecution, self.engine.get(execution_id))  # the in-memory storage's rows
 
     def cancel(self, execution_id: str, reason: str | None = None) -> MemoryExecution:
         return self.engine.cancel(execution_id, reason)

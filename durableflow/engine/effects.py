@@ -32,6 +32,7 @@ from durableflow.engine import logs
 from durableflow.engine.storage import NOW
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import EffectRow
     from durableflow.engine.verbs import Engine
 
 __all__ = [
@@ -268,6 +269,6 @@ class Effects:
         storage.add_effect_watch(effect_id, execution_id, step_key)
         return True
 
-    def get_effect(self: Engine, effect_id: str) -> Any:
+    def get_effect(self: Engine, effect_id: str) -> EffectRow | None:
         """The effect row, or ``None``."""
         return self.storage.get_effect(effect_id)

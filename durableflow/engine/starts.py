@@ -17,6 +17,7 @@ from durableflow.engine.storage import NOW
 from durableflow.registry import Registry, WorkflowDefinition
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import ExecutionRow
     from durableflow.engine.verbs import Engine
 
 __all__ = [
@@ -317,7 +318,7 @@ class Starts:
             self.storage.enqueue_many(dispatch.DELIVER, [(row.id,) for row in rows if row is not None], queue)
         return [found[index] for index in owner]
 
-    def _repeated(self: Engine, request: StartRequest) -> Any:
+    def _repeated(self: Engine, request: StartRequest) -> ExecutionRow:
         """The execution a refused insert's id or key names, if it asked for the same thing."""
         existing = self.storage.get_execution(request.execution_id) if request.named else None
         if existing is None and request.idempotency_key is not None:

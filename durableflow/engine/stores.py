@@ -40,6 +40,7 @@ from durableflow.engine.store_types import (
 )
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import StoreRow
     from durableflow.engine.verbs import Engine
 
 __all__ = ["Stores"]
@@ -191,7 +192,7 @@ class Stores:
 
     # Internals ----------------------------------------------------------------------------
 
-    def _store_row(self: Engine, definition: StoreDefinition, store_id: str, *, lock: bool) -> Any:
+    def _store_row(self: Engine, definition: StoreDefinition, store_id: str, *, lock: bool) -> StoreRow:
         """The store (locked, if ``lock``), created from ``initial`` if it is missing."""
         storage = self.storage
         read = storage.lock_store if lock else storage.get_store
