@@ -23,12 +23,13 @@ Conditional writes and fencing
     matched: a count, a boolean, or the rows changed. A write *fenced* by ``token`` happens only
     while that token holds the execution's lease: a delivery that lost its lease writes nothing.
 
-Atomicity
-    Each method is atomic on its own. Inside ``atomic()`` they share its transaction: a conflict
-    that a method reports in its answer (a taken id, say) never breaks the caller's transaction;
-    an exception rolls the whole block back. ``lock_*`` methods lock what they return until the
-    current transaction ends (a row lock where the database has them, skipping rows another
-    sweep holds; SQLite's IMMEDIATE transactions serialise writers).
+Transactions and locks
+    Inside ``atomic()`` the methods share its transaction: a conflict that a method reports in
+    its answer (a taken id, say) never breaks the caller's transaction; an exception rolls the
+    whole block back. ``lock_*`` methods serialise what they return until the current
+    transaction ends (a row or advisory lock where the database has them; SQLite's IMMEDIATE
+    transactions serialise writers); the sweep's (``lock_due``, ``lock_stale``,
+    ``lock_overdue``, ``lock_stale_items``) skip rows another sweep holds.
 
 Clocks
     Due times, leases and deadlines are judged by the storage's clock (``now()``: the database's,
