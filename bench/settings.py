@@ -4,8 +4,8 @@ import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "durableflow-bench-only")  # the demo's settings want one
 
-from project.settings import *  # noqa: E402, F403
-from project.settings import INSTALLED_APPS, LOGGING  # noqa: E402
+from project.settings import *  # noqa: F403
+from project.settings import INSTALLED_APPS, LOGGING
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench"]
 DEBUG = False

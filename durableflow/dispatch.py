@@ -37,7 +37,7 @@ def send(task: str, args: tuple, queue: str) -> bool:
 
     try:
         current_app.send_task(task, args=args, queue=queue, **_OPTIONS)
-    except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
+    except Exception:  # any broker failure; the sweep is the fallback
         logger.warning("could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True)
         return False
     return True
@@ -55,7 +55,7 @@ def send_many(task: str, args_list: list[tuple], queue: str) -> bool:
         with current_app.producer_or_acquire() as producer, _batch(producer):
             for args in args_list:
                 current_app.send_task(task, args=args, queue=queue, producer=producer, **_OPTIONS)
-    except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
+    except Exception:  # any broker failure; the sweep is the fallback
         logger.warning(
             "could not send all %d %s messages to queue %s; the sweep will resend those lost",
             len(args_list),

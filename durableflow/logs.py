@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime, timezone
+from typing import Any
 
 from durableflow.engine.logs import FIELDS
 
@@ -29,7 +30,7 @@ class JsonFormatter(logging.Formatter):
     ``execution_id``, ``workflow``, ``step_key``, and ``exception`` (the traceback) if there is one."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = {
+        line: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,

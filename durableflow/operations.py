@@ -11,7 +11,7 @@ import re
 import time
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 from django.db import connections
 from django.utils import timezone
@@ -132,7 +132,7 @@ def start_many(
 
 def get(execution_id: str) -> Execution:
     """The execution, or ``ExecutionNotFound``."""
-    return engine().get(execution_id)
+    return cast(Execution, engine().get(execution_id))  # the ORM storage's rows are the models
 
 
 def cancel(execution_id: str, reason: str | None = None) -> Execution:

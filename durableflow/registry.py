@@ -246,7 +246,7 @@ def workflow(
             default=bool(default),
         )
         registry.register(definition)
-        fn.__durableflow__ = definition
+        fn.__durableflow__ = definition  # type: ignore[attr-defined]  # how a decorated function finds its definition
         return fn
 
     if callable(name):

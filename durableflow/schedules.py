@@ -15,7 +15,7 @@ taken for missed ones.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, tzinfo
 from datetime import timezone as dt_timezone
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -203,7 +203,13 @@ def _record_last_tick(task: PeriodicTask, tick: datetime | None) -> None:
 
 def _cron_ticks(row: Any) -> Cron:
     cron = row.schedule  # celery's crontab, its fields expanded to sets, in the row's time zone
-    return Cron(*(frozenset(getattr(cron, field)) for field in _CRON_FIELDS), tz=cron.tz or dt_timezone.utc)
+    return _cron(cron, cron.tz or dt_timezone.utc)
+
+
+def _cron(crontab: Any, tz: tzinfo = dt_timezone.utc) -> Cron:
+    """The ``Cron`` of a celery ``crontab`` (its fields expanded to sets)."""
+    minute, hour, day_of_month, month_of_year, day_of_week = (frozenset(getattr(crontab, f)) for f in _CRON_FIELDS)
+    return Cron(minute, hour, day_of_month, month_of_year, day_of_week, tz=tz)
 
 
 # Checks: everything is refused before anything is written -----------------------------------
@@ -254,7 +260,7 @@ def _crontab_fields(crontab: Any) -> dict[str, str]:
         parsed = celery_crontab(**named)
     except (ValueError, ParseException) as exc:
         raise exceptions.ScheduleError("INVALID_SCHEDULE", f"crontab: {crontab!r}: {exc}") from None
-    cron = Cron(*(frozenset(getattr(parsed, field)) for field in _CRON_FIELDS))
+    cron = _cron(parsed)
     if cron.latest(datetime(9000, 1, 1, tzinfo=dt_timezone.utc)) is None:
         raise exceptions.ScheduleError("INVALID_SCHEDULE", f"crontab: {crontab!r} matches no day (ever)")
     return named

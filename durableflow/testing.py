@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timezone
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple, cast
 
 from durableflow import dispatch, exceptions, values
 from durableflow.documents.source import MemoryDocuments
@@ -180,7 +180,7 @@ class WorkflowTester:
         return self.engine.start_many(workflow, params_list, idempotency_keys, queue=queue, deadline=deadline)
 
     def get(self, execution_id: str) -> MemoryExecution:
-        return self.engine.get(execution_id)
+        return cast(MemoryExecution, self.engine.get(execution_id))  # the in-memory storage's rows
 
     def cancel(self, execution_id: str, reason: str | None = None) -> MemoryExecution:
         return self.engine.cancel(execution_id, reason)
@@ -322,7 +322,7 @@ class WorkflowTester:
             fixtures = self._fixtures[kind]
             name = waiting.get({"event": "event_type", "signal": "name", "token": "token"}[kind])
             found = name if name in fixtures else step if kind == "token" and step in fixtures else None
-            if found is None or (execution.id, step) in self._injected:
+            if found is None or name is None or step is None or (execution.id, step) in self._injected:
                 continue
             self._injected.add((execution.id, step))
             payload = fixtures[found]

@@ -154,7 +154,7 @@ def _int_fault(number: int) -> str:
 def _show(key: Any, limit: int = 60) -> str:
     try:
         text = repr(key)  # escapes NUL and surrogates, so the message itself can be stored
-    except Exception:
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the message
         text = f"<{type(key).__name__}>"
     return text if len(text) <= limit else f"{text[: limit - 5]}...{text[-2:]}"
 
@@ -286,7 +286,7 @@ def _message(exc: BaseException) -> str:
         message = getattr(exc, "message", None)
         if not isinstance(message, str) or not message:
             message = str(exc)
-    except Exception:  # a broken __str__ must not keep the failure from being recorded
+    except Exception:  # noqa: BLE001 - a broken __str__ must not keep the failure from being recorded
         message = ""
     return message or type(exc).__name__
 
@@ -316,14 +316,14 @@ def decode_error(data: dict[str, Any]) -> Exception:
             if cls is exceptions.ExecutionFailed:
                 return exceptions.ExecutionFailed(code, message, **detail)
             return cls(code, message, **detail)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a class not rebuilt so: a StepError instead
             cls = None
     elif cls is not None and issubclass(cls, Exception):
         try:
             error = cls(message)
-            error.code = code
+            error.code = code  # type: ignore[attr-defined]  # whatever class it is, it carries its code
             return error
-        except Exception:
+        except Exception:  # noqa: BLE001 - a class not rebuilt so: a StepError instead
             cls = None
     return exceptions.StepError(code, message, type=data.get("type"))
 

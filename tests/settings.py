@@ -8,8 +8,8 @@ import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "durableflow-tests-only")  # the demo's settings want one
 
-from project.settings import *  # noqa: E402, F403
-from project.settings import DATABASES, INSTALLED_APPS, LOGGING, VAR_DIR  # noqa: E402
+from project.settings import *  # noqa: F403
+from project.settings import DATABASES, INSTALLED_APPS, LOGGING, VAR_DIR
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 

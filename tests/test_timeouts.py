@@ -65,7 +65,7 @@ def in_a_thread(call):
     def target():
         try:
             box["value"] = call()
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
             box["error"] = exc
 
     thread = threading.Thread(target=target, name="caller")
@@ -160,7 +160,7 @@ def test_except_exception_in_the_body_cannot_swallow_the_interruption(where):
             while True:
                 try:
                     time.sleep(0.01)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - what a body that swallows the interrupt does
                     swallowed.append(exc)
         finally:
             stopped.set()
@@ -181,7 +181,7 @@ def test_a_late_return_is_never_returned(where):
         try:
             while True:
                 time.sleep(0.01)
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - the interrupt, whatever it is, ends the loop
             returned.set()
             return "late"
 

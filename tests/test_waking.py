@@ -66,7 +66,7 @@ class Caller(threading.Thread):
         started = time.monotonic()
         try:
             self.outcome = durableflow.result(self.execution_id, timeout=self.timeout)
-        except Exception as exc:  # what result() raised is the outcome under test
+        except Exception as exc:  # noqa: BLE001 - what result() raised is the outcome under test
             self.outcome = exc
         finally:
             self.seconds = time.monotonic() - started

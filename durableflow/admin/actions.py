@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from django.contrib import messages
 from django.contrib.admin import helpers
@@ -44,6 +44,11 @@ MAX_BULK = 1000
 
 def _always(obj: Any) -> bool:
     return True
+
+if TYPE_CHECKING:  # what SteeringMixin is mixed into
+    from django.contrib.admin import ModelAdmin as _ModelAdmin
+else:
+    _ModelAdmin = object
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,7 @@ class Action:
         return f"steer_{self.name}"
 
 
-class SteeringMixin:
+class SteeringMixin(_ModelAdmin):
     """Adds ``steering`` actions to a ``ModelAdmin`` (see the module docstring)."""
 
     steering: tuple[Action, ...] = ()
@@ -170,6 +175,9 @@ class SteeringMixin:
         return run_bulk
 
     def run_bulk(self, request, queryset, action: Action):
+        verb = action.verb
+        if verb is None:
+            raise Http404(f"no action {action.name!r}")
         selected = list(queryset.order_by()[: MAX_BULK + 1])
         if len(selected) > MAX_BULK:
             self.message_user(
@@ -182,7 +190,7 @@ class SteeringMixin:
         done, refused = 0, []
         for obj in selected:
             try:
-                action.call(action.verb, obj, form.cleaned_data)
+                action.call(verb, obj, form.cleaned_data)
                 done += 1
                 self.log_steering(request, obj, action, form.cleaned_data)
             except exceptions.DurableflowError as exc:

@@ -100,15 +100,17 @@ def when(moment: datetime | str | None, now: datetime | None = None) -> SafeStri
         return ""
     if isinstance(moment, str):
         try:
-            moment = datetime.fromisoformat(moment)
+            at = datetime.fromisoformat(moment)
         except ValueError:
             return moment
-    if timezone.is_naive(moment):
-        moment = timezone.make_aware(moment, timezone.get_default_timezone())
+    else:
+        at = moment
+    if timezone.is_naive(at):
+        at = timezone.make_aware(at, timezone.get_default_timezone())
     now = now or timezone.now()
-    relative = f"in {timeuntil(moment, now)}" if moment > now else f"{timesince(moment, now)} ago"
-    stamp = date_format(timezone.localtime(moment), "Y-m-d H:i:s")
-    return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), relative, stamp)
+    relative = f"in {timeuntil(at, now)}" if at > now else f"{timesince(at, now)} ago"
+    stamp = date_format(timezone.localtime(at), "Y-m-d H:i:s")
+    return format_html('<time datetime="{}" title="{}">{}</time>', at.isoformat(), relative, stamp)
 
 
 # Entries of ``waiting_for`` shown beside its kind (the rest is in the JSON on the page).

@@ -70,7 +70,7 @@ def build(
     records = list(records)
     moments = [m for r in records for m in (r.started_at, r.finished_at) if m is not None]
     start = min([m for m in (started, *moments) if m is not None], default=None)
-    end = finished or now
+    end: datetime | None = finished or now
     end = max([end, *moments]) if moments else end
     if start is None or end <= start:
         end = start + timedelta(milliseconds=1) if start else None

@@ -10,7 +10,7 @@ subclass ``ApiViewSet`` and declare, per action, the model permission it needs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import viewsets
 from rest_framework.exceptions import MethodNotAllowed, NotFound, ValidationError
@@ -28,16 +28,21 @@ __all__ = ["ApiViewMixin", "ApiViewSet"]
 # DRF's own: ?format=json picks a renderer (and is harmless with one).
 ALWAYS_ALLOWED = frozenset({"format"})
 
+if TYPE_CHECKING:  # what ApiViewMixin is mixed into
+    from rest_framework.views import APIView as _APIView
+else:
+    _APIView = object
 
-class ApiViewMixin:
+
+class ApiViewMixin(_APIView):
     """The API's policies on any DRF view, whatever the project's ``REST_FRAMEWORK`` defaults."""
 
     parser_classes = [StrictJSONParser]
-    renderer_classes = [JSONOnlyRenderer]
+    renderer_classes: list[type[Any]] = [JSONOnlyRenderer]
     metadata_class = None  # no OPTIONS description: 405, like any method an endpoint lacks
     schema = ApiAutoSchema()
     permission_model: Any = None
-    required_permissions: dict[str, str] = {}
+    required_permissions: dict[str, str | tuple[str, ...]] = {}
     extra_query_params: dict[str, frozenset[str]] = {}
 
     def get_authenticators(self):

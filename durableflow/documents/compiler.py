@@ -140,7 +140,7 @@ class _Lowering:
             i = index[name]
             state = lowered[i]
             # One set operation finds the form; the rest of the checks only when it is not one.
-            forms = spec.keys() & FORM_SET if type(spec) is dict else ()
+            forms = spec.keys() & FORM_SET if type(spec) is dict else frozenset()
             if len(forms) != 1:
                 _no_form(spec, forms, state["pointer"])
             (kind,) = forms
@@ -247,7 +247,7 @@ class _Lowering:
                 if type(after) is not dict:
                     raise DocumentError("INVALID_MEMBER", "after is {ms, to}", pointer=f"{pointer}/after")
                 only(after, AFTER_MEMBERS, f"{pointer}/after")
-            ms = after.get("ms")
+            ms: Any = after.get("ms")  # a JSON value, checked here
             if type(ms) not in (int, float) or not 0 <= ms <= MAX_DELAY_MS:
                 required(after, "ms", f"{pointer}/after")
                 why = "negative" if type(ms) in (int, float) and ms < 0 else "not a number of milliseconds from 0"
@@ -285,7 +285,8 @@ class _Lowering:
     # tasks --------------------------------------------------------------------------------
 
     def _task(self, work: dict, pointer: str) -> dict[str, Any]:
-        name, version = work.get("task"), work.get("version")
+        name: Any = work.get("task")  # JSON values, checked here
+        version: Any = work.get("version")
         for member, value in (("task", name), ("version", version)):
             if type(value) is not str or not value.strip() or len(value) > MAX_NAME or not value.isascii():
                 required(work, member, f"{pointer}/work")

@@ -73,6 +73,7 @@ def render(compiled: dict[str, Any], *, highlight: str | None = None) -> str:
     left = [min(boxes[i][0] for i in row) for row in rows]  # each layer's left edge
     for source, target, label in transitions:
         down, up = layer_of[source], layer_of[target]
+        route: str | float
         if up <= down:
             route = "loop"
         elif up == down + 1:
@@ -148,7 +149,7 @@ def _place(states: list[dict[str, Any]], rows: list[list[int]]) -> dict[int, tup
     widths = {i: _width(states[i]) for row in rows for i in row}
     spans = [sum(widths[i] for i in row) + NODE_GAP * (len(row) - 1) for row in rows]
     widest = max(spans, default=0)
-    boxes = {}
+    boxes: dict[int, tuple[float, float, float]] = {}
     for n, row in enumerate(rows):
         x = LEFT + (widest - spans[n]) / 2
         y = MARGIN + n * (NODE_H + LAYER_GAP)

@@ -57,6 +57,7 @@ def run(ctx: Any, compiled: dict[str, Any], params: Any) -> Any:
 def _walk(ctx: Any, machine: Run, trace: Tracer) -> Any:
     trace.transition(machine.begin())
     states = machine.states
+    transition: Transition | None
     while True:
         state = states[machine.current]
         kind = state["kind"]

@@ -38,7 +38,7 @@ class Run:
         self.compiled = compiled
         self.states: list[dict[str, Any]] = compiled["states"]
         self.scope: dict[str, Any] = {"input": params, "data": params, "event": None, "results": {}, "visits": {}}
-        self.current: int | None = None
+        self.current: int = compiled["initial"]  # the state entered last (``begin`` enters this one)
 
     # moving -------------------------------------------------------------------------------
 

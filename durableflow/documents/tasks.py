@@ -90,7 +90,7 @@ def task(name: str | Callable[[Any], Any] | None = None, *, version: str | int =
         tasks.register(
             TaskDefinition(
                 name=task_name or fn.__name__,
-                version=version,
+                version=str(version),
                 fn=fn,
                 retry=retry,
                 description=inspect.getdoc(fn) or "",

@@ -28,7 +28,7 @@ __all__ = ["wait"]
 
 def wait(ctx: Any, machine: Run, state: dict[str, Any], key: str) -> Transition:
     """The transition an ``on`` state takes: an event branch, or ``after`` once its delay passed."""
-    after = state.get("after")
+    after: Any = state.get("after")  # the compiler gives an ``on`` state without events an ``after``
     types = machine.event_types(state)
     if not types:
         ctx.step.sleep(key, after["ms"] / 1000)

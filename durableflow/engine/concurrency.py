@@ -45,7 +45,7 @@ def key_for(concurrency: Concurrency | None, params: Any) -> str | None:
         return None
     try:
         found = concurrency.evaluate(params)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a user's key function: any error is a refused start
         raise exceptions.WorkflowStartError(
             "INVALID_PARAMS", f"the workflow's concurrency key could not be computed from the params: {exc}"
         ) from None

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from durableflow import exceptions, values
 from durableflow.engine.journal import Journal
@@ -66,7 +66,9 @@ class Delivery:
         self.execution_id = claim.execution_id
         self.journal = journal
         self.settings = settings
-        self.engine = engine  # the verbs steps call (an effect's begin, settle, watch)
+        # The verbs steps call (an effect's begin, settle, watch): None only in a replay check,
+        # which ends before any step goes live (``go_live``).
+        self.engine = cast("Engine", engine)
         self.records = claim.records
         self.seen: set[str] = set()  # the step keys reached in this delivery
         self.sites: Counter[tuple[str, int]] = Counter()

@@ -32,6 +32,7 @@ from durableflow.engine import logs
 from durableflow.engine.storage import NOW
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import EffectRow
     from durableflow.engine.verbs import Engine
 
 __all__ = [
@@ -89,7 +90,7 @@ class Begun:
 def effect_request(
     effect_id: Any,
     operation: Any,
-    input: Any,
+    input: Any,  # noqa: A002 - the effect's input, as its request and its row name it
     retry_in: Any,
     lookup: Any,
     perform: Any,
@@ -236,7 +237,7 @@ class Effects:
         standing = result
         if not settled:
             effect = storage.get_effect(effect_id)
-            standing = effect.result
+            standing = result if effect is None else effect.result
             if values.encode(standing) != values.encode(result):
                 logger.warning(
                     "effect %r settled again with a different result; the first result stands "
@@ -268,6 +269,6 @@ class Effects:
         storage.add_effect_watch(effect_id, execution_id, step_key)
         return True
 
-    def get_effect(self: Engine, effect_id: str) -> Any:
+    def get_effect(self: Engine, effect_id: str) -> EffectRow | None:
         """The effect row, or ``None``."""
         return self.storage.get_effect(effect_id)

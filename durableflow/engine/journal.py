@@ -55,7 +55,7 @@ class Journal:
         execution_id: str,
         *,
         lease_seconds: float,
-        engine: Engine | None = None,
+        engine: Engine,
         lease_holders: holders.Holders | None = None,
         notify: observing.Notify | None = None,
     ):
@@ -127,6 +127,8 @@ class Journal:
 
     def now(self) -> datetime:
         """The delivery's clock: the storage's clock at the claim, moved on locally."""
+        if self._clock is None:
+            raise RuntimeError("a delivery's clock starts with its claim")
         claimed, at = self._clock
         return claimed + timedelta(seconds=self.storage.monotonic() - at)
 
@@ -230,19 +232,22 @@ class Journal:
         it suspended on may have changed after it looked. An execution that ends wakes the
         executions waiting for it, after the outcome is committed.
         """
+        if self.claimed is None:
+            raise RuntimeError("a delivery finishes only what it claimed")
+        claim = self.claimed
         guard = getattr(outcome, "guard", None)
-        limited = self.engine is not None and self.engine.limited(self.claimed.workflow)
+        limited = self.engine.limited(claim.workflow)
         if guard is None and not isinstance(outcome, Continued) and not limited:
             return self._finish(outcome)
         with self.storage.atomic():
             if guard is not None and not guard():
                 outcome = Requeued("woken while parking")
             if isinstance(outcome, Continued):  # the new execution exists if and only if this one completed
-                self.engine.continue_as(self.claimed, outcome)
+                self.engine.continue_as(claim, outcome)
             finished = self._finish(outcome)
             if limited and isinstance(finished, ENDED):  # its slot is free with this commit
                 row = self.storage.get_execution(self.execution_id, ("concurrency_key",))
-                self.engine.free_slots(self.claimed.workflow, row.concurrency_key)
+                self.engine.free_slots(claim.workflow, row.concurrency_key)
             return finished
 
     def _finish(self, outcome: Outcome) -> Outcome:

@@ -28,6 +28,7 @@ from durableflow.engine.metadata import replay_changes
 from durableflow.engine.states import STEP_FINISHED, TERMINAL
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import ExecutionRow
     from durableflow.engine.verbs import Engine
 
 __all__ = ["Lineage"]
@@ -108,7 +109,7 @@ class Lineage:
         )
         return made
 
-    def _finished_origin(self: Engine, execution_id: str, verb: str) -> Any:
+    def _finished_origin(self: Engine, execution_id: str, verb: str) -> ExecutionRow:
         origin = self.get(execution_id)
         if origin.status not in TERMINAL:
             raise exceptions.InvalidTransition(

@@ -51,7 +51,7 @@ def failed_attempt(record: StepRecordData) -> bool:
 def _tell(notify: Notify, event: str, fields: dict[str, Any]) -> None:
     try:
         notify(event, fields)
-    except Exception:  # noqa: BLE001 - an observer never breaks what it observes
+    except Exception:  # an observer never breaks what it observes
         logger.exception(
             "the observer of %s raised; ignored",
             event,

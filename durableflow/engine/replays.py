@@ -23,12 +23,13 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from durableflow import exceptions
 from durableflow.engine.context import Context, iso, parse_iso
 from durableflow.engine.delivery import Delivery
 from durableflow.engine.driver import missing_code
+from durableflow.engine.journal import Journal
 from durableflow.engine.records import (
     RECORD_FIELDS,
     Claim,
@@ -133,12 +134,13 @@ def replay(
     if code is None:
         definition = registry.get(claim.workflow, claim.version)
         if definition is None:
-            error = missing_code(claim, registry)
-            return Verdict(**verdict, ok=False, replayed=0, code=error.code, message=error.message)
+            missing = missing_code(claim, registry)
+            return Verdict(**verdict, ok=False, replayed=0, code=missing.code, message=missing.message)
         code = definition
     fn = code.fn if isinstance(code, WorkflowDefinition) else getattr(code, "__durableflow__", code)
     fn = fn.fn if isinstance(fn, WorkflowDefinition) else fn
-    delivery = Delivery(claim, _ReadOnlyJournal(claim), settings or EngineSettings(), None, replay_only=True)
+    journal = cast(Journal, _ReadOnlyJournal(claim))  # all that a replay-only delivery reads of one
+    delivery = Delivery(claim, journal, settings or EngineSettings(), None, replay_only=True)
     ctx = Context(claim, delivery)
     try:
         fn(ctx, claim.params)
@@ -202,9 +204,9 @@ def from_export(data: Any, now: datetime) -> tuple[Claim, str]:
         records = [
             StepRecordData(
                 **{
-                    name: parse_iso(entry[name]) if name.endswith("_at") and entry.get(name) else entry.get(name)
+                    name: (parse_iso(entry[name]) if name.endswith("_at") and entry.get(name) else entry.get(name))
                     for name in RECORD_FIELDS
-                }
+                }  # type: ignore[arg-type]  # the values as the export holds them
             )
             for entry in data["journal"]
         ]

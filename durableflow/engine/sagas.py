@@ -34,6 +34,7 @@ the code returns. The delivery then unwinds and records ``cancelled``.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
@@ -61,6 +62,7 @@ PREFIX = "$compensate:"
 _FINISHED = STEP_FINISHED
 # What workflow methods raise to end a delivery: inside a compensation, a mistake to record.
 _CONTROL = (CancelRequested, CompensateRequested, Suspend, ContinueAsNew)
+_NEVER = datetime.min.replace(tzinfo=timezone.utc)  # orders a record without times last
 
 
 def compensation_key(step: str) -> str:
@@ -101,7 +103,7 @@ def unwind(ctx: Context, *, status: str | None, error: dict[str, Any] | None) ->
     reached = {key for key, _, _ in delivery.saga.registered}
     unreached = sorted(
         (r for r in records.values() if r.meta.get("compensate") and r.key not in reached and r.status == StepStatus.COMPLETED),
-        key=lambda r: r.finished_at or r.started_at,
+        key=lambda r: r.finished_at or r.started_at or _NEVER,
         reverse=True,
     )
     for record in unreached:

@@ -18,6 +18,7 @@ from durableflow.engine.storage import NOW
 from durableflow.registry import Registry, WorkflowDefinition
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import ExecutionRow
     from durableflow.engine.verbs import Engine
 
 __all__ = [
@@ -171,7 +172,12 @@ def _fields(
     }
     deadline = request.deadline
     if deadline is not None:  # only then a column of the INSERT (one statement for most starts)
-        fields["deadline_at"] = now() + deadline if isinstance(deadline, timedelta) else deadline  # type: ignore[misc]
+        if isinstance(deadline, timedelta):
+            if now is None:
+                raise TypeError("a deadline in seconds needs the storage's clock (now)")
+            fields["deadline_at"] = now() + deadline
+        else:
+            fields["deadline_at"] = deadline
     if request.concurrency_key is not None:  # the same: only for a run that is limited
         fields["concurrency_key"] = request.concurrency_key
     return fields
@@ -238,6 +244,8 @@ class Starts:
         """A start of a run with a concurrency key: it holds a slot if one is free, and is
         queued for one otherwise (``durableflow.engine.concurrency``), in one transaction."""
         definition, key = request.definition, request.concurrency_key
+        if definition.concurrency is None or key is None:
+            raise TypeError(f"workflow {definition.name!r} has no concurrency limit: not a limited start")
         with self.storage.atomic():
             holds = hand_on or self.take_slot(definition.name, key, definition.concurrency.limit, fields)
             execution = self.storage.create_execution(fields)
@@ -305,14 +313,13 @@ class Starts:
             return [found[index] for index in owner]
         with self.storage.atomic():
             now = self.storage.now() if deadline is not None else None
-            rows = self.storage.create_executions(
-                [_fields(requests[index], queue, now=lambda: now) for index in writes]  # type: ignore[return-value]
-            )
+            clock = None if now is None else (lambda: now)
+            rows = self.storage.create_executions([_fields(requests[index], queue, now=clock) for index in writes])
             found = {index: row or self._repeated(requests[index]) for index, row in zip(writes, rows)}
             self.storage.enqueue_many(names.DELIVER, [(row.id,) for row in rows if row is not None], queue)
         return [found[index] for index in owner]
 
-    def _repeated(self: Engine, request: StartRequest) -> Any:
+    def _repeated(self: Engine, request: StartRequest) -> ExecutionRow:
         """The execution a refused insert's id or key names, if it asked for the same thing."""
         existing = self.storage.get_execution(request.execution_id) if request.named else None
         if existing is None and request.idempotency_key is not None:
@@ -330,6 +337,8 @@ class Starts:
         deadline: a deadline bounds the run however often it continues.
         """
         old = self.storage.get_execution(claim.execution_id, ("deadline_at", "concurrency_key"))
+        if old is None:  # pragma: no cover - read in the transaction that completes it
+            raise RuntimeError(f"execution {claim.execution_id} vanished while it completed")
         request = prepare_start(
             self.registry,
             claim.workflow,

@@ -21,6 +21,7 @@ from durableflow.engine.states import (
 from durableflow.engine.storage import NOW
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import ExecutionRow
     from durableflow.engine.verbs import Engine
 
 __all__ = ["Steering", "is_stalled", "OUTCOME_FIELDS"]
@@ -42,7 +43,7 @@ def is_stalled(execution: Any) -> bool:
 class Steering:
     """The steering verbs (a mixin of ``Engine``)."""
 
-    def get(self: Engine, execution_id: str, fields: tuple[str, ...] | None = None) -> Any:
+    def get(self: Engine, execution_id: str, fields: tuple[str, ...] | None = None) -> ExecutionRow:
         # An id no start can have written is not looked up: a NUL would be a database error
         # on PostgreSQL and a plain miss on SQLite; it is a miss everywhere.
         if not isinstance(execution_id, str) or len(execution_id) > MAX_ID_LENGTH or values.text_fault(execution_id):

@@ -40,6 +40,7 @@ from durableflow.engine.store_types import (
 )
 
 if TYPE_CHECKING:
+    from durableflow.engine.rows import StoreRow
     from durableflow.engine.verbs import Engine
 
 __all__ = ["Stores"]
@@ -61,7 +62,7 @@ def _call(fn: Callable[..., Any], role: str, *args: Any) -> Any:
     """Run a workflow's callback; its failure is the step's (``StoreFailure``), not the engine's."""
     try:
         return tracking.check_result(fn(*args), role, fn)
-    except Exception as exc:  # noqa: BLE001 - any error of the workflow's own code
+    except Exception as exc:  # any error of the workflow's own code
         raise StoreFailure(exc) from exc
 
 
@@ -191,7 +192,7 @@ class Stores:
 
     # Internals ----------------------------------------------------------------------------
 
-    def _store_row(self: Engine, definition: StoreDefinition, store_id: str, *, lock: bool) -> Any:
+    def _store_row(self: Engine, definition: StoreDefinition, store_id: str, *, lock: bool) -> StoreRow:
         """The store (locked, if ``lock``), created from ``initial`` if it is missing."""
         storage = self.storage
         read = storage.lock_store if lock else storage.get_store

@@ -139,7 +139,8 @@ class Sweeping:
         exact (execution, key) pairs, so an execution waiting on several things at once only
         has the step that is due completed.
         """
-        pairs = [(pk, waiting["step"]) for pk, _, waiting in due if (waiting or {}).get("kind") == "timer"]
+        timers = [(pk, waiting) for pk, _, waiting in due if waiting is not None and waiting.get("kind") == "timer"]
+        pairs = [(pk, waiting["step"]) for pk, waiting in timers]
         if pairs:
             self.storage.complete_steps(
                 pairs,

@@ -281,8 +281,9 @@ class _Helper:
         """Time the attempt out unless it is done; interrupt a running body. The state found."""
         with self._lock:
             state = self._state
-            if state is _RUNNING:
-                _set_async_exc(self._thread.ident, _Interrupted)
+            ident = self._thread.ident  # set: the body runs in that thread
+            if state is _RUNNING and ident is not None:
+                _set_async_exc(ident, _Interrupted)
             if state is not _DONE:
                 self._state = _TIMED_OUT
         return state
@@ -306,8 +307,9 @@ class _Helper:
                 return
             self._state = _RUNNING
         try:
+            outcome: tuple[Any, BaseException | None]
             outcome = (self._context.run(self._fn, *self._args, **self._kwargs), None)
-        except BaseException as exc:  # handed to the caller's thread, as a future would
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, as a future would
             outcome = (None, exc)
         with self._lock:
             if self._state is _RUNNING:

@@ -77,7 +77,7 @@ class Scope:
         for hook in hooks:
             try:
                 hook()
-            except Exception:  # noqa: BLE001 - one broken hook must not keep the others from undoing
+            except Exception:  # one broken hook must not keep the others from undoing
                 logger.exception("a rollback hook of transactional step %r failed", self.key)
 
 

@@ -183,7 +183,7 @@ class StepRecord(models.Model):
 
     id = models.BigAutoField(primary_key=True)
     # No database-level constraint: every insert is fenced by a lookup of the execution's
-    # lease (durableflow.sql), which already proves the execution exists; a constraint would
+    # lease (durableflow.orm.sql), which already proves the execution exists; a constraint would
     # look it up again and lock its row on every step. Deletes cascade through the ORM.
     execution = models.ForeignKey(
         Execution, on_delete=models.CASCADE, related_name="steps", db_index=False, db_constraint=False

@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from durableflow.orm.core import db_alias
+    from durableflow.orm.storage import OrmStorage
 
 __all__ = ["OrmStorage", "db_alias"]
 

@@ -127,7 +127,7 @@ def _flush(pgconn) -> None:
 
 def _results(pgconn) -> list[Any]:
     """Every result of the statement sent, waiting for the server without holding the GIL."""
-    results = []
+    results: list[Any] = []
     with selectors.DefaultSelector() as selector:
         selector.register(pgconn.socket, selectors.EVENT_READ)
         while True:

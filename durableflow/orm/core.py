@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from django.db import IntegrityError, connections, router, transaction
 from django.db.models import DateTimeField, Exists, ExpressionWrapper, OuterRef
@@ -28,7 +28,7 @@ from durableflow.conf import df_settings
 from durableflow.engine import logs, predicates
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL
-from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
+from durableflow.engine.storage import ANY, NOW, ClaimRow, LeaseHandle, OutcomeRow
 from durableflow.models import Execution, StepRecord, Waiter
 from durableflow.orm import backend
 from durableflow.orm.leases import Lease, keeper
@@ -179,7 +179,7 @@ class OrmCore:
         # Every verb and every wait reads the row by id. Fields left out are deferred: read on access.
         return self._by_id(Execution, execution_id, fields)
 
-    def _by_id(self, model: type, pk: str, fields: tuple[str, ...] | None = None) -> Any:
+    def _by_id(self, model: Any, pk: str, fields: tuple[str, ...] | None = None) -> Any:
         """``model``'s row ``pk`` as an instance (``fields`` only, the rest deferred), or ``None``."""
         reader = _BY_ID.get((self.alias, model, fields))
         if reader is None:
@@ -318,8 +318,8 @@ class OrmCore:
     def keep_lease(self, execution_id: str, token: str, seconds: float) -> Lease:
         return keeper.hold(execution_id, token, seconds, self.offset, alias=self.alias)
 
-    def release_lease(self, handle: Lease) -> None:
-        keeper.release(handle)
+    def release_lease(self, handle: LeaseHandle) -> None:
+        keeper.release(cast(Lease, handle))  # one keep_lease returned
 
     def holds_lease(self, execution_id: str, token: str) -> bool:
         return self._executions().filter(pk=execution_id, lease_token=token).exists()
@@ -449,7 +449,7 @@ class ById:
     the ORM decodes a row: about a third of what ``filter(pk=...).first()`` costs, each time.
     """
 
-    def __init__(self, connection, model: type, fields: tuple[str, ...] | None) -> None:
+    def __init__(self, connection, model: Any, fields: tuple[str, ...] | None) -> None:
         meta = model._meta
         wanted = None if fields is None else {meta.get_field(name).attname for name in fields} | {meta.pk.attname}
         # In the model's field order: what ``from_db`` expects of a row with deferred fields.

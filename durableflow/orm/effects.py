@@ -18,13 +18,14 @@ from typing import Any, Iterable
 from durableflow.engine.effects import EffectStatus
 from durableflow.engine.storage import ANY, NOW
 from durableflow.models import Effect, EffectWatch, Execution
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmEffects"]
 
 _JSON = frozenset({"input", "result"})
 
 
-class OrmEffects:
+class OrmEffects(OrmCore):
     """Effects on the models (a part of ``OrmStorage``)."""
 
     def _effect_sql(self):

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from durableflow.engine.states import RUNNABLE, STEP_UNFINISHED, StepStatus
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmItems"]
 
@@ -21,7 +22,7 @@ ITEM = "item"
 _UNFINISHED = sorted(STEP_UNFINISHED)
 
 
-class OrmItems:
+class OrmItems(OrmCore):
     """Item records on the models (a part of ``OrmStorage``)."""
 
     def _items(self, execution_id: str | None = None):

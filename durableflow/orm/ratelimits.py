@@ -27,6 +27,7 @@ from django.db.models import Q
 from durableflow.engine.ratelimits import admission_time, fits_now
 from durableflow.engine.states import RUNNABLE
 from durableflow.models import Execution, RateLimitAdmission
+from durableflow.orm.core import OrmCore
 from durableflow.orm.sql import aware
 
 __all__ = ["OrmRateLimits"]
@@ -36,7 +37,7 @@ __all__ = ["OrmRateLimits"]
 _LOCK_CLASS = 0x4446524C
 
 
-class OrmRateLimits:
+class OrmRateLimits(OrmCore):
     """Rate-limit admissions on the models (a part of ``OrmStorage``)."""
 
     def _admissions(self):

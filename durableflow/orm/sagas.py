@@ -6,12 +6,13 @@ from typing import Any
 
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.models import StepRecord
+from durableflow.orm.core import OrmCore
 from durableflow.orm.sql import decode_json
 
 __all__ = ["OrmSagas"]
 
 
-class OrmSagas:
+class OrmSagas(OrmCore):
     """Metadata and journal copies on the models (a part of ``OrmStorage``)."""
 
     def lock_metadata(self, execution_id: str) -> dict[str, Any] | None:

@@ -12,11 +12,12 @@ from django.db.models import Count, Max, Q
 
 from durableflow.engine.states import RUNNABLE
 from durableflow.models.executions import status_in
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmSlots"]
 
 
-class OrmSlots:
+class OrmSlots(OrmCore):
     """Concurrency keys on the ``Execution`` rows (a part of ``OrmStorage``)."""
 
     def _key_runs(self, workflow: str, key: str):

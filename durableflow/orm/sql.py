@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, overload
 
 from django.utils.dateparse import parse_datetime
 
@@ -392,6 +392,10 @@ def decode_record(row: tuple) -> StepRecordData:
     )
 
 
+@overload
+def aware(value: None) -> None: ...
+@overload
+def aware(value: datetime | str) -> datetime: ...
 def aware(value: Any) -> datetime | None:
     """A UTC-aware datetime from what either driver returns (SQLite: text or naive)."""
     if value is None:
@@ -415,7 +419,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-_scan = json.JSONDecoder().scan_once
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # the C scanner, not in the stubs
 
 
 def _loads(value: Any) -> Any:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from durableflow.engine.storage import Storage
 from durableflow.orm.core import OrmCore
 from durableflow.orm.effects import OrmEffects
 from durableflow.orm.items import OrmItems
@@ -19,3 +22,9 @@ class OrmStorage(
     OrmRateLimits, OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore
 ):
     """The storage protocol on the models, on the alias the project's routers choose."""
+
+
+if TYPE_CHECKING:
+
+    def _implements(storage: OrmStorage) -> Storage:
+        return storage  # the type checker holds OrmStorage to the protocol here

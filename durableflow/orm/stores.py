@@ -14,13 +14,14 @@ import json
 from typing import Any, Iterable
 
 from durableflow.models import Execution, Store, StoreLedger, StoreWaiter
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmStores"]
 
 _IN_BATCH = 500
 
 
-class OrmStores:
+class OrmStores(OrmCore):
     """Stores, their ledger and their waiters on the models (a part of ``OrmStorage``)."""
 
     def _stores(self):

@@ -21,11 +21,12 @@ from django.db import connections, transaction
 from durableflow.engine import faults, transactions
 from durableflow.engine.transactions import Scope
 from durableflow.orm import backend
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmTransactions"]
 
 
-class OrmTransactions:
+class OrmTransactions(OrmCore):
     """``transaction_scope``, ``is_transient`` and the faults on the ORM (a part of ``OrmStorage``)."""
 
     alias: str

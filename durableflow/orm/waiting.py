@@ -128,7 +128,7 @@ class Listener:
             else:
                 events = set(self._waiters.get(execution_id, ()))
         for event in events:
-            if notice is not None:
+            if notice is not None and execution_id is not None:
                 event.notices[execution_id] = notice  # before set(): the woken thread finds it
             event.set()
         if events and execution_id is not None:
@@ -164,7 +164,7 @@ class Listener:
                             idle_since = time.monotonic()
                         elif time.monotonic() - idle_since > IDLE_SECONDS:
                             self._end_if_idle(stop)
-                except Exception as exc:  # a killed connection, a restarted or unreachable database
+                except Exception as exc:  # noqa: BLE001 - a killed connection, a restarted or unreachable database
                     logger.debug("durableflow listener: %s; listening again in %.1f s", exc, delay)
                     self._listening.clear()
                     self.backend_pid = None
@@ -221,7 +221,7 @@ def _close(connection: Any) -> None:
     if connection is not None:
         try:
             connection.close()
-        except Exception:  # pragma: no cover - closing a broken connection
+        except Exception:  # pragma: no cover  # noqa: BLE001 - closing a broken connection
             pass
 
 
@@ -285,7 +285,7 @@ def until(
         noticed = None
         while True:
             woken.clear()  # before the read, for the same reason
-            value = read() if noticed is None else notice(noticed)
+            value = read() if noticed is None or notice is None else notice(noticed)
             if finished(value):
                 return value
             if key(value) != watching:  # carried on by another execution: watch it, read again

@@ -14,17 +14,19 @@ from typing import Any, Iterable
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 
+from durableflow.engine.rows import WaiterRow
 from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 from durableflow.models import Event, Execution, Waiter
 from durableflow.orm import backend
+from durableflow.orm.core import OrmCore
 
 __all__ = ["OrmWaits"]
 
 W = WaiterStatus
 
 
-class OrmWaits:
+class OrmWaits(OrmCore):
     """Waiters and events on the models (a part of ``OrmStorage``)."""
 
     def _wait_rows(self):
@@ -44,7 +46,10 @@ class OrmWaits:
             with self._guard():
                 waiter.save(using=self.alias, force_insert=True)
         except IntegrityError:
-            return self.get_waiter(values["execution_id"], values["key"])
+            existing = self.get_waiter(values["execution_id"], values["key"])
+            if existing is None:  # not a taken key: the execution is gone
+                raise
+            return existing
         return waiter
 
     def get_waiter(self, execution_id: str, key: str) -> Waiter | None:
@@ -78,7 +83,7 @@ class OrmWaits:
     def get_event(self, pk: int) -> Event | None:
         return self._event_rows().filter(pk=pk).first()
 
-    def events_for(self, waiter: Waiter, *, after: int, limit: int) -> list[Event]:
+    def events_for(self, waiter: WaiterRow, *, after: int, limit: int) -> list[Event]:
         rows = self._event_rows().filter(kind=waiter.kind, name=waiter.target, pk__gt=after)
         if waiter.kind == "event":
             created = Execution.objects.using(self.alias).filter(pk=waiter.execution_id).values("created_at")

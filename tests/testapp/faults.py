@@ -55,7 +55,7 @@ def faults(ctx, params):
     def attempt(call):
         try:
             return call()
-        except Exception as exc:  # what careless workflow code does: a database failure must not get here
+        except Exception as exc:  # noqa: BLE001 - careless workflow code: a database failure must not get here
             caught.append(f"{type(exc).__name__}: {exc}")
             return None
 
@@ -119,7 +119,7 @@ def tx_db_error(ctx, params):
     """A transactional step whose body's own query fails: the step's failure, raised into the workflow."""
     try:
         ctx.step.transaction("query", _query_canceled)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - what careless workflow code does
         return {"caught": f"{type(exc).__name__}: {exc}"}
     return {"caught": None}
 
@@ -151,7 +151,7 @@ def storm(ctx, params):
             return call()
         try:
             return call()
-        except Exception as exc:  # a database failure must never get here
+        except Exception as exc:  # noqa: BLE001 - a database failure must never get here
             with open(params["report"], "a") as report:
                 report.write(f"{ctx.execution_id}: {type(exc).__name__}: {exc}\n")
             return 0

@@ -28,7 +28,7 @@ def stubborn(tag: str, seconds: float) -> None:
         while time.monotonic() < until:
             try:
                 time.sleep(0.1)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a body that swallows the interrupt
                 Marker.hit(f"{tag}:swallowed")
         Marker.hit(f"{tag}:finished")
     finally:

@@ -9,6 +9,7 @@ import durableflow
 from durableflow import RetryableError, WorkflowValueError
 from tests.testapp import (
     admin_workflows,  # noqa: F401 - registers the admin tests' workflows
+    api_workflows,  # noqa: F401 - registers the REST API tests' workflows
     chaos,  # noqa: F401 - the chaos suite's workflows (tests/chaos/)
     deploys,  # noqa: F401 - the workflows whose code a deploy changes
     document_tasks,  # noqa: F401 - registers the tasks workflow documents run
@@ -19,6 +20,7 @@ from tests.testapp import (
     ratelimits,  # noqa: F401 - rate-limited steps
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)
+    timeout_workflows,  # noqa: F401 - the workflows of the step timeout tests
     txsteps,  # noqa: F401 - registers the transactional step workflows
     waits,  # noqa: F401 - registers the waits and composition workflows
 )
@@ -122,11 +124,3 @@ def timer(ctx, params):
     ctx.step.sleep("timer", params["seconds"])
     t1 = ctx.step.run("t1", time.time)
     return {"t0": t0, "t1": t1}
-
-
-from tests.testapp import (
-    faults,  # noqa: F401 - the workflows that meet database failures (and their injection)
-    ratelimits,  # noqa: F401 - rate-limited steps
-    api_workflows,  # noqa: E402, F401 - registers the REST API tests' workflows
-    timeout_workflows,  # noqa: E402,F401 (registers the workflows)
-)

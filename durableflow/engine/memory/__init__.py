@@ -7,6 +7,8 @@ engine's, the same the workers run on the ORM storage.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from durableflow.engine.memory.core import ManualClock, MemoryCore, MemoryExecution, MemoryTables
 from durableflow.engine.memory.effects import MemoryEffect, MemoryEffects
 from durableflow.engine.memory.items import MemoryItems
@@ -16,6 +18,7 @@ from durableflow.engine.memory.slots import MemorySlots
 from durableflow.engine.memory.stores import MemoryStores
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 from durableflow.engine.memory.waits import MemoryWaits
+from durableflow.engine.storage import Storage
 
 __all__ = [
     "ManualClock",
@@ -40,3 +43,9 @@ class InMemoryStorage(
     MemoryCore,
 ):
     """The storage protocol in memory (see ``durableflow.engine.memory.core`` for transactions)."""
+
+
+if TYPE_CHECKING:
+
+    def _implements(storage: InMemoryStorage) -> Storage:
+        return storage  # the type checker holds InMemoryStorage to the protocol here

@@ -15,13 +15,20 @@ import contextlib
 import threading
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, cast
 
 from durableflow.engine import predicates
 from durableflow.engine.memory.clone import clone
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL, ExecutionStatus
-from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
+from durableflow.engine.storage import ANY, NOW, ClaimRow, LeaseHandle, OutcomeRow
+
+if TYPE_CHECKING:  # the rows of the other parts' tables
+    from durableflow.engine.memory.effects import MemoryEffect
+    from durableflow.engine.memory.ratelimits import MemoryAdmission
+    from durableflow.engine.memory.stores import MemoryLedgerEntry, MemoryStore, MemoryStoreWaiter
+    from durableflow.engine.memory.waits import MemoryEvent, MemoryWaiter
 
 __all__ = ["ManualClock", "MemoryExecution", "MemoryTables", "MemoryCore"]
 
@@ -93,18 +100,18 @@ class MemoryTables:
     executions: dict[str, MemoryExecution] = field(default_factory=dict)
     steps: dict[str, dict[str, StepRecordData]] = field(default_factory=dict)
     # durableflow.engine.memory.waits
-    waiters: dict[int, Any] = field(default_factory=dict)
-    events: dict[int, Any] = field(default_factory=dict)
+    waiters: dict[int, MemoryWaiter] = field(default_factory=dict)
+    events: dict[int, MemoryEvent] = field(default_factory=dict)
     next_id: int = 1
     # Effects by id, and their watches: effect id -> {(execution id, step key): since}.
-    effects: dict[str, Any] = field(default_factory=dict)
+    effects: dict[str, MemoryEffect] = field(default_factory=dict)
     effect_watches: dict[str, dict[tuple[str, str], datetime]] = field(default_factory=dict)
     # Stores (durableflow.engine.memory.stores): by (name, store_id), and by (execution_id, key).
-    stores: dict[tuple[str, str], Any] = field(default_factory=dict)
-    store_ledger: dict[tuple[str, str], Any] = field(default_factory=dict)
-    store_waiters: dict[tuple[str, str], Any] = field(default_factory=dict)
+    stores: dict[tuple[str, str], MemoryStore] = field(default_factory=dict)
+    store_ledger: dict[tuple[str, str], MemoryLedgerEntry] = field(default_factory=dict)
+    store_waiters: dict[tuple[str, str], MemoryStoreWaiter] = field(default_factory=dict)
     # Rate-limit admissions and waiting requests by id (durableflow.engine.memory.ratelimits).
-    admissions: dict[int, Any] = field(default_factory=dict)
+    admissions: dict[int, MemoryAdmission] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -345,7 +352,7 @@ class MemoryCore:
         # Nothing renews in memory: time moves only when a test moves the clock.
         return _Lease()
 
-    def release_lease(self, handle: _Lease) -> None:
+    def release_lease(self, handle: LeaseHandle) -> None:
         pass
 
     def holds_lease(self, execution_id: str, token: str) -> bool:
@@ -401,7 +408,7 @@ class MemoryCore:
             if execution is None or execution.lease_token != token:
                 return None
             woken = if_woken is not None and execution.wake_pending
-            self._set(execution, if_woken if woken else values)
+            self._set(execution, if_woken if if_woken is not None and woken else values)
             return OutcomeRow(watched=execution.watched, woken=woken)
 
     def get_step(self, execution_id: str, key: str) -> StepRecordData | None:
@@ -431,7 +438,7 @@ class MemoryCore:
         with self.lock:
             due = sorted(
                 (e for e in self.tables.executions.values() if predicates.holds(predicates.DUE, e, now)),
-                key=lambda e: e.wake_at,
+                key=attrgetter("wake_at"),
             )
             return [(e.id, e.queue, clone(e.waiting_for)) for e in due[:limit]]
 
@@ -440,7 +447,7 @@ class MemoryCore:
         with self.lock:
             stale = sorted(
                 (e for e in self.tables.executions.values() if predicates.holds(predicates.STALE, e, now, after)),
-                key=lambda e: e.enqueued_at,
+                key=attrgetter("enqueued_at"),
             )
             return [(e.id, e.queue) for e in stale[:limit]]
 
@@ -449,15 +456,17 @@ class MemoryCore:
         with self.lock:
             overdue = sorted(
                 (e for e in self.tables.executions.values() if predicates.holds(predicates.OVERDUE, e, now)),
-                key=lambda e: e.deadline_at,
+                key=attrgetter("deadline_at"),
             )
-            return [(e.id, e.deadline_at) for e in overdue[:limit]]
+            return [(e.id, cast(datetime, e.deadline_at)) for e in overdue[:limit]]  # OVERDUE: set
 
     def leased_on(self, host: str, limit: int) -> list[tuple[str, str, str, str]]:
         now = self.clock()
         with self.lock:
             return [
-                (e.id, e.queue, e.lease_token, e.lease_holder)
+                (e.id, e.queue, cast(str, e.lease_token), e.lease_holder)  # LEASE_LIVE: a token is held
                 for e in self.tables.executions.values()
-                if predicates.holds(predicates.LEASE_LIVE, e, now) and (e.lease_holder or "").startswith(f"{host} ")
+                if predicates.holds(predicates.LEASE_LIVE, e, now)
+                and e.lease_holder is not None
+                and e.lease_holder.startswith(f"{host} ")
             ][:limit]

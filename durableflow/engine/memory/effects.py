@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from durableflow.engine.effects import EffectStatus
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.storage import ANY
 
 __all__ = ["MemoryEffect", "MemoryEffects"]
@@ -37,7 +38,7 @@ class MemoryEffect:
 _EFFECT_FIELDS = frozenset(f.name for f in fields(MemoryEffect))
 
 
-class MemoryEffects:
+class MemoryEffects(MemoryCore):
     """Effects in memory (a part of ``InMemoryStorage``; its lock and ``atomic`` cover them)."""
 
     def create_effect(self, values: dict[str, Any]) -> bool:

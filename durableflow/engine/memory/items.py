@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.states import RUNNABLE, STEP_UNFINISHED, StepStatus
 
 __all__ = ["MemoryItems"]
@@ -14,7 +15,7 @@ ITEM = "item"
 _UNFINISHED = STEP_UNFINISHED
 
 
-class MemoryItems:
+class MemoryItems(MemoryCore):
     """Item records in memory (a part of ``InMemoryStorage``)."""
 
     def _items(self, execution_id: str):

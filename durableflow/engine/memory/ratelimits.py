@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.ratelimits import admission_time
 from durableflow.engine.states import RUNNABLE
 
@@ -26,7 +27,7 @@ class MemoryAdmission:
     expires_at: datetime | None = None
 
 
-class MemoryRateLimits:
+class MemoryRateLimits(MemoryCore):
     """Rate limits in memory (a part of ``InMemoryStorage``; its lock serialises every request)."""
 
     def admit(
@@ -67,7 +68,7 @@ class MemoryRateLimits:
             spent = [
                 pk
                 for pk, a in rows.items()
-                if (a.admitted_at is None or a.expires_at <= now) and not self._waits(a)
+                if (a.admitted_at is None or (a.expires_at is not None and a.expires_at <= now)) and not self._waits(a)
             ][:limit]
             for pk in spent:
                 del rows[pk]

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.records import StepRecordData
 
 __all__ = ["MemorySagas"]
 
 
-class MemorySagas:
+class MemorySagas(MemoryCore):
     """Metadata and journal copies in memory (a part of ``InMemoryStorage``)."""
 
     def lock_metadata(self, execution_id: str) -> dict[str, Any] | None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.states import RUNNABLE
 
 __all__ = ["MemorySlots"]
 
 
-class MemorySlots:
+class MemorySlots(MemoryCore):
     """Concurrency keys on the execution rows in memory (a part of ``InMemoryStorage``)."""
 
     def _key_runs(self, workflow: str, key: str):

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
 
 __all__ = ["MemoryStore", "MemoryLedgerEntry", "MemoryStoreWaiter", "MemoryStores"]
 
@@ -58,7 +59,7 @@ class MemoryStoreWaiter:
 _waiter_ids = itertools.count(1)
 
 
-class MemoryStores:
+class MemoryStores(MemoryCore):
     """Stores in the tables ``stores``, ``store_ledger`` and ``store_waiters`` (a part of
     ``InMemoryStorage``)."""
 

@@ -17,12 +17,13 @@ from collections.abc import MutableMapping
 from typing import Any, Iterator
 
 from durableflow.engine import faults, transactions
+from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.transactions import Scope
 
 __all__ = ["MemoryTransactions", "MemoryTable"]
 
 
-class MemoryTransactions:
+class MemoryTransactions(MemoryCore):
     """``transaction_scope``, ``is_transient`` and the faults in memory (a part of ``InMemoryStorage``)."""
 
     @contextlib.contextmanager

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from durableflow.engine.memory.clone import clone
+from durableflow.engine.memory.core import MemoryCore
+from durableflow.engine.rows import WaiterRow
 from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
 from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
 
@@ -44,7 +46,7 @@ class MemoryEvent:
 _WAITER_FIELDS = frozenset(f.name for f in fields(MemoryWaiter))
 
 
-class MemoryWaits:
+class MemoryWaits(MemoryCore):
     """Waiters and events in memory (a part of ``InMemoryStorage``)."""
 
     def _next_id(self) -> int:
@@ -107,7 +109,7 @@ class MemoryWaits:
         with self.lock:
             return clone(self.tables.events.get(pk))
 
-    def events_for(self, waiter: MemoryWaiter, *, after: int, limit: int) -> list[MemoryEvent]:
+    def events_for(self, waiter: WaiterRow, *, after: int, limit: int) -> list[MemoryEvent]:
         with self.lock:
             execution = self.tables.executions.get(waiter.execution_id)
             if execution is None:
@@ -120,7 +122,7 @@ class MemoryWaits:
                 and e.kind == waiter.kind
                 and e.name == waiter.target
                 and pk not in consumed
-                and (waiter.kind != "event" or e.created_at >= execution.created_at)
+                and (waiter.kind != "event" or _at_or_after(e.created_at, execution.created_at))
                 and (waiter.kind != "signal" or e.execution_id == waiter.execution_id)
             ]
             return clone(found[:limit])
@@ -175,3 +177,8 @@ class MemoryWaits:
                     if w.kind == "child" and w.target == execution_id and w.status == W.OPEN
                 }
             )
+
+
+def _at_or_after(moment: datetime | None, since: datetime | None) -> bool:
+    """``moment >= since`` as SQL has it: false when either is unknown."""
+    return moment is not None and since is not None and moment >= since

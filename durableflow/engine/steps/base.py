@@ -25,6 +25,11 @@ class StepBase:
         self._ctx = ctx
         self._delivery = delivery_of(ctx)  # the engine's side of the delivery (engine/delivery.py)
 
+    if TYPE_CHECKING:  # one part's steps end through another's (``durableflow.engine.steps.StepAPI``)
+
+        def _run_remote(self, *args: Any, **kwargs: Any) -> Any: ...  # FanoutSteps: a body as its own task
+        def _succeeded(self, *args: Any, **kwargs: Any) -> Any: ...  # RunSteps: record a body's result
+
     def _resume(self, key: str, record: StepRecordData) -> None:
         """A recorded, unfinished step: raise its recorded failure, or wait until its next attempt."""
         if record.status == StepStatus.FAILED:
@@ -45,7 +50,7 @@ class StepBase:
         try:
             with logs.scope(step_key=key):  # what the body logs names its step
                 return started, call(), None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any error of the step's body is its outcome
             return started, None, exc
         finally:
             delivery.in_step = None

@@ -45,7 +45,7 @@ class EffectSteps(StepBase):
         *,
         effect_id: str,
         operation: str,
-        input: Any,
+        input: Any,  # noqa: A002 - the step's argument, as users write it
         retry_in: float,
         lookup: Callable[[str], Any],
         perform: Callable[[str], Any],

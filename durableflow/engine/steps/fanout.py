@@ -96,9 +96,10 @@ class FanoutSteps(StepBase):
 
     def _gather(self, key: str, record: StepRecordData) -> list[Any]:
         delivery = self._delivery
-        items = [delivery.records.get(item_key(key, index)) for index in range(record.meta["items"])]
-        if any(item is None or item.status not in _DONE for item in items):
-            raise delivery.suspend(None, {"kind": "task", "step": key, "items": len(items)})
+        found = [delivery.records.get(item_key(key, index)) for index in range(record.meta["items"])]
+        items = [item for item in found if item is not None and item.status in _DONE]
+        if len(items) < len(found):
+            raise delivery.suspend(None, {"kind": "task", "step": key, "items": len(found)})
         failed = next((item for item in items if item.status == StepStatus.FAILED), None)
         if failed is not None:
             error = item_error(failed)

@@ -90,7 +90,7 @@ class TransactionSteps(StepBase):
                     return self._commit(key, record, attempt, fn, fn_args, kwargs, schema, started)
             except _RolledBack as rolled:
                 error, final = rolled.error, rolled.final
-            except Exception as exc:  # the record's write or the commit itself failed
+            except Exception as exc:  # noqa: BLE001 - the record's write or the commit itself failed
                 error, final = exc, False
             if final:
                 return self._record_failure(KIND, key, record, attempt, error, started, exclusive=True)
@@ -170,7 +170,7 @@ class TransactionSteps(StepBase):
                 return fn(*fn_args, **kwargs), None
         except transactions.TransactionRefused as refused:
             return None, refused.error
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any error of the body is its outcome
             return None, exc
         finally:
             delivery.in_step = None
