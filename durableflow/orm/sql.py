@@ -216,6 +216,22 @@ class Statements:
         returning = f" RETURNING {ec('watched')}" if watched else ""
         return f"UPDATE {self._tables[table]} SET {assignments} WHERE {' AND '.join(where)}{returning}"
 
+    def hot_path(self) -> dict[str, str]:
+        """The statements of a one-step delivery, by name, as this vendor runs them: the claim,
+        the journal read, the fenced step INSERT and the completed outcome. Written out, formatted,
+        in ``durableflow/orm/statements/<vendor>.sql`` (``tests/test_sql_text.py`` keeps that file
+        equal to what is built here, so that a change to the hot path shows in review as SQL)."""
+        from durableflow.engine.records import Completed, outcome_fields
+
+        fields, _ = outcome_fields(Completed(None), datetime.now(timezone.utc))
+        fields["finished_at"] = NOW
+        return {
+            "claim": self.claim_sql,
+            "journal": self.journal_sql,
+            "insert_step": self.insert_sql,
+            "outcome": self.outcome(fields, "id", "token", lambda value: value)[0],
+        }
+
     def execution_insert(self, names: tuple[str, ...], now: tuple[str, ...]) -> ExecutionInsert:
         """The INSERT of executions given the fields ``names``, and ``now`` as ``NOW``."""
         insert = self._execution_inserts.get((names, now))
