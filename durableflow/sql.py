@@ -35,6 +35,7 @@ _CLAIM_RETURNS = (
     "cancel_requested",
     "seed",
     "lost_deliveries",
+    "trace_context",
 )
 
 S = ExecutionStatus
@@ -363,7 +364,7 @@ def decode_claim(row: tuple) -> tuple[dict[str, Any], bool, datetime]:
     at the claim."""
     count = len(_CLAIM_RETURNS)
     fields = dict(zip(_CLAIM_RETURNS, row[:count], strict=True))
-    for name in ("params", "waiting_for", "cancel_requested"):
+    for name in ("params", "waiting_for", "cancel_requested", "trace_context"):
         fields[name] = _loads(fields[name])
     return fields, bool(row[count]), aware(row[count + 1])
 

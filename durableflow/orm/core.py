@@ -25,6 +25,7 @@ from django.db.models.functions import Now
 
 from durableflow import dispatch
 from durableflow.conf import df_settings
+from durableflow.engine import tracing
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import LEASED, RUNNABLE, TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, OutcomeRow
@@ -103,18 +104,20 @@ class OrmCore:
         return time.monotonic()
 
     def enqueue(self, task: str, args: tuple, queue: str) -> bool:
+        headers = tracing.carrier()  # the span that asked for it (a start's), not the one current at the commit
         if self.connection.in_atomic_block:
-            transaction.on_commit(lambda: dispatch.send(task, args, queue), using=self.alias)
+            transaction.on_commit(lambda: dispatch.send(task, args, queue, headers), using=self.alias)
             return True
-        return dispatch.send(task, args, queue)
+        return dispatch.send(task, args, queue, headers)
 
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
         if not args_list:
             return True
+        headers = tracing.carrier()
         if self.connection.in_atomic_block:
-            transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue), using=self.alias)
+            transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue, headers), using=self.alias)
             return True
-        return dispatch.send_many(task, args_list, queue)
+        return dispatch.send_many(task, args_list, queue, headers)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         transaction.on_commit(fn, using=self.alias)  # at once outside a transaction

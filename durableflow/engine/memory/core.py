@@ -68,6 +68,7 @@ class MemoryExecution:
     lease_holder: str | None = None
     deliveries: int = 0
     lost_deliveries: int = 0
+    trace_context: dict[str, str] | None = None
     concurrency_key: str | None = None
     concurrency_ticket: int | None = None
     watched: bool = False
@@ -360,6 +361,7 @@ class MemoryCore:
                     "cancel_requested",
                     "seed",
                     "lost_deliveries",
+                    "trace_context",
                 )
             }
             values["queue"] = execution.queue

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import logs
+from durableflow.engine import logs, tracing
 from durableflow.engine.context import iso, parse_iso
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
@@ -35,17 +35,22 @@ class StepBase:
         hook = self._ctx._settings.step_body
         return fn if hook is None else hook(kind, key, fn)
 
-    def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
-        """One live attempt of a step body: ``(started, result, error)``."""
+    def _attempt(
+        self, key: str, call: Callable[[], Any], *, kind: str, attempt: int
+    ) -> tuple[datetime, Any, Exception | None]:
+        """One live attempt of a step body (its span, if tracing is on): ``(started, result, error)``."""
         ctx = self._ctx
         ctx._go_live()
         started = ctx._journal.now()
         ctx._in_step = key
         try:
-            with logs.scope(step_key=key):  # what the body logs names its step
-                return started, call(), None
-        except Exception as exc:
-            return started, None, exc
+            # What the body logs names its step; what it traces is a child of the step's span.
+            with logs.scope(step_key=key), tracing.step(ctx._journal.claimed, key, kind, attempt) as span:
+                try:
+                    return started, call(), None
+                except Exception as exc:
+                    tracing.failed(span, exc)
+                    return started, None, exc
         finally:
             ctx._in_step = None
 

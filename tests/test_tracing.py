@@ -1,0 +1,160 @@
+"""OpenTelemetry: a span per start, delivery and live step attempt, in one trace, through both
+storages (``backend``); nothing at all without a tracer provider, and nothing imported
+without the package.
+
+The spans go to the SDK's in-memory exporter through ``tracing.override`` (the global
+provider of a process can be set only once; this process's stays unset).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import durableflow
+from durableflow import RetryableError
+from durableflow.engine import tracing
+from tests.cluster import ROOT
+
+pytest.importorskip("opentelemetry.sdk.trace")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+calls: dict[str, int] = {}
+
+
+def _flaky(tag: str) -> str:
+    calls[tag] = calls.get(tag, 0) + 1
+    if calls[tag] == 1:
+        raise RetryableError("not yet", max_attempts=2, retry_interval=1.0)
+    return "ok"
+
+
+def _broken() -> None:
+    raise ValueError("no luck")
+
+
+@durableflow.workflow("tracing.three")
+def three(ctx, params):
+    ctx.step.run("first", lambda: 1)
+    ctx.step.run("second", _flaky, params["tag"])
+    return ctx.step.run("third", lambda: 3)
+
+
+@durableflow.workflow("tracing.broken")
+def broken(ctx, params):
+    return ctx.step.run("broken", _broken)
+
+
+@pytest.fixture
+def spans():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with tracing.override(provider):
+        yield exporter
+    provider.shutdown()
+
+
+def _by_name(finished, prefix):
+    return [span for span in finished if span.name.startswith(prefix)]
+
+
+def test_a_run_with_a_retry_is_one_trace_of_its_start_deliveries_and_step_attempts(backend, spans):
+    tag = f"trace-{backend.name}"
+    with tracing.tracer().start_as_current_span("request") as request:
+        execution_id = backend.start("tracing.three", {"tag": tag})
+    assert backend.run(execution_id).status == "completed"
+
+    finished = spans.get_finished_spans()
+    (start,) = _by_name(finished, "durableflow.start")
+    deliveries = _by_name(finished, "durableflow.delivery")
+    steps = _by_name(finished, "durableflow.step")
+    assert {span.context.trace_id for span in finished} == {request.get_span_context().trace_id}
+    assert start.parent.span_id == request.get_span_context().span_id
+    assert start.name == "durableflow.start tracing.three"
+    assert start.attributes["durableflow.execution_id"] == execution_id
+    # The retry waits a second: the second delivery is sent by the sweep, not by the first;
+    # both are children of the start all the same (its context is on the row).
+    assert len(deliveries) == backend.get(execution_id).deliveries == 2
+    assert {span.parent.span_id for span in deliveries} == {start.context.span_id}
+    assert [span.attributes["durableflow.outcome"] for span in deliveries] == ["suspended", "completed"]
+    assert [span.attributes["durableflow.delivery"] for span in deliveries] == [1, 2]
+    assert [(s.attributes["durableflow.step_key"], s.attributes["durableflow.attempt"]) for s in steps] == [
+        ("first", 1),
+        ("second", 1),
+        ("second", 2),
+        ("third", 1),
+    ]
+    first, second = deliveries
+    assert [s.parent.span_id for s in steps] == [first.context.span_id] * 2 + [second.context.span_id] * 2
+    assert steps[0].attributes == {
+        "durableflow.execution_id": execution_id,
+        "durableflow.workflow": "tracing.three",
+        "durableflow.version": "1",
+        "durableflow.step_key": "first",
+        "durableflow.step_kind": "run",
+        "durableflow.attempt": 1,
+    }
+    failed = steps[1]
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.status.description == "RetryableError: RETRYABLE: not yet"
+    (event,) = failed.events
+    assert event.name == "exception" and event.attributes["exception.message"] == "RETRYABLE: not yet"
+    assert all(span.status.status_code == StatusCode.UNSET for span in steps if span is not failed)
+
+
+def test_a_failed_run_marks_its_delivery_with_the_recorded_error(backend, spans):
+    execution_id = backend.start("tracing.broken")
+    assert backend.run(execution_id).status == "failed"
+
+    (delivery,) = _by_name(spans.get_finished_spans(), "durableflow.delivery")
+    assert delivery.attributes["durableflow.outcome"] == "failed"
+    assert delivery.status.status_code == StatusCode.ERROR
+    assert delivery.status.description == "ValueError: no luck"
+    (event,) = delivery.events
+    assert event.attributes["exception.type"] == "builtins.ValueError"
+    assert "Traceback" in event.attributes["exception.stacktrace"]
+    (start,) = _by_name(spans.get_finished_spans(), "durableflow.start")
+    assert start.parent is None  # nothing was current: the start is the trace's root
+
+
+def test_a_delivery_that_claims_nothing_makes_no_span(backend, spans):
+    execution_id = backend.start("tracing.broken")
+    backend.run(execution_id)
+    spans.clear()
+    assert backend.deliver(execution_id) == "skipped"
+    assert spans.get_finished_spans() == ()
+
+
+def test_without_a_provider_nothing_is_traced_or_stored(backend):
+    assert tracing.tracer() is None  # this process never sets a global provider
+    execution_id = backend.start("tracing.broken")
+    backend.run(execution_id)
+    assert tracing.carrier() is None
+    assert backend.storage.get_execution(execution_id, ("trace_context",)).trace_context is None
+
+
+def test_the_engine_runs_without_the_opentelemetry_package():
+    # The package made unimportable (None in sys.modules): a run in memory works, and tracing
+    # says it is off.
+    script = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "import durableflow\n"
+        "from durableflow.engine import tracing\n"
+        "from durableflow.testing import WorkflowTester\n"
+        "@durableflow.workflow('t.untraced')\n"
+        "def untraced(ctx, params):\n"
+        "    return ctx.step.run('one', lambda: 1)\n"
+        "tester = WorkflowTester()\n"
+        "result = tester.run_until_finished(tester.start('t.untraced').id)\n"
+        "print(result, tracing.tracer(), tracing.carrier(), 'opentelemetry.trace' in sys.modules)\n"
+    )
+    found = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == ["1", "None", "None", "False"]
