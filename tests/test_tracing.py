@@ -158,3 +158,28 @@ def test_the_engine_runs_without_the_opentelemetry_package():
     found = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
     assert found.returncode == 0, found.stderr
     assert found.stdout.split() == ["1", "None", "None", "False"]
+
+
+def test_a_delivery_sent_from_another_span_is_the_starts_child_linked_to_its_sender(backend, spans):
+    execution_id = backend.start("tracing.broken")
+    with tracing.tracer().start_as_current_span("POST /events/") as sender:
+        backend.deliver(execution_id)  # as if woken by an event a request sent
+
+    finished = spans.get_finished_spans()
+    (start,) = _by_name(finished, "durableflow.start")
+    (delivery,) = _by_name(finished, "durableflow.delivery")
+    assert delivery.parent.span_id == start.context.span_id
+    assert [link.context.span_id for link in delivery.links] == [sender.get_span_context().span_id]
+
+
+def test_a_message_carried_context_is_current_while_its_task_runs(spans):
+    with tracing.tracer().start_as_current_span("sender") as sender:
+        headers = tracing.carrier()
+    assert set(headers) == {"traceparent"}
+    assert tracing.carrier() is None  # nothing current out here
+    with tracing.received({**headers, "other": "header"}):
+        assert tracing.carrier() == headers
+    with tracing.tracer().start_as_current_span("a Celery instrumentation's") as current:
+        with tracing.received(headers):  # a span current already is kept
+            assert tracing.carrier()["traceparent"].split("-")[2] == f"{current.get_span_context().span_id:016x}"
+    assert sender.get_span_context().trace_id != current.get_span_context().trace_id
