@@ -61,6 +61,13 @@ def spans():
     provider.shutdown()
 
 
+def _printed(script: str) -> str:
+    """What ``script`` prints, run in a new interpreter (it must succeed)."""
+    found = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert found.returncode == 0, found.stderr
+    return found.stdout
+
+
 def _by_name(finished, prefix):
     return [span for span in finished if span.name.startswith(prefix)]
 
@@ -155,9 +162,7 @@ def test_the_engine_runs_without_the_opentelemetry_package():
         "result = tester.run_until_finished(tester.start('t.untraced').id)\n"
         "print(result, tracing.tracer(), tracing.carrier(), 'opentelemetry.trace' in sys.modules)\n"
     )
-    found = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True)
-    assert found.returncode == 0, found.stderr
-    assert found.stdout.split() == ["1", "None", "None", "False"]
+    assert _printed(script).split() == ["1", "None", "None", "False"]
 
 
 def test_a_delivery_sent_from_another_span_is_the_starts_child_linked_to_its_sender(backend, spans):
@@ -183,3 +188,24 @@ def test_a_message_carried_context_is_current_while_its_task_runs(spans):
         with tracing.received(headers):  # a span current already is kept
             assert tracing.carrier()["traceparent"].split("-")[2] == f"{current.get_span_context().span_id:016x}"
     assert sender.get_span_context().trace_id != current.get_span_context().trace_id
+
+
+def test_a_provider_set_later_is_found_within_the_recheck_and_at_once_after_a_fork():
+    script = (
+        "import os, time\n"
+        "from durableflow.engine import tracing\n"
+        "tracing.RECHECK_SECONDS = 0.2\n"
+        "print(tracing.tracer())\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "trace.set_tracer_provider(TracerProvider())\n"
+        "print(tracing.tracer())\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    print('child', tracing.tracer() is not None, flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "time.sleep(0.25)\n"
+        "print('later', tracing.tracer() is not None)\n"
+    )
+    assert _printed(script).splitlines() == ["None", "None", "child True", "later True"]

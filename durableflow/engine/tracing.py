@@ -23,12 +23,14 @@ Their attributes are ``durableflow.*``: ``execution_id``, ``workflow``, ``versio
 ``failed``...), ``step_key``, ``step_kind``, ``attempt``. A delivery that fails its run, or
 stalls, has status ERROR with the recorded error as its ``exception`` event.
 
-Without a provider every entry point returns after one check (about a microsecond a
-delivery); without the package, after none: nothing here imports it until asked.
+Without a provider every entry point returns after a clock read (the provider is looked for
+again each ``RECHECK_SECONDS``), a microsecond or two a delivery in all; without the package the
+same: it is imported once, when first asked for.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Iterator
@@ -50,29 +52,50 @@ __all__ = [
 NAME = "durableflow"
 _NULL: AbstractContextManager[None] = nullcontext()
 
+# While no provider is configured, it is looked for again this often (seconds): asking
+# OpenTelemetry costs about a microsecond, a clock read a twentieth of that.
+RECHECK_SECONDS = 1.0
+
 _otel: Any = None  # the imported API (a namespace), or False where it is not installed
 _tracer: Any = None  # once a provider is configured (OpenTelemetry lets it be set only once)
+_unset_until = 0.0  # while none is: when to look again (time.monotonic())
 
 
 def tracer() -> Any:
-    """durableflow's tracer, or None: no provider configured, or no OpenTelemetry API."""
+    """durableflow's tracer, or None: no provider configured, or no OpenTelemetry API.
+
+    A provider configured later in the process is found within ``RECHECK_SECONDS``; at once in
+    a process forked since (a Celery pool process that sets it in ``worker_process_init``).
+    """
     if _tracer is not None:
         return _tracer
+    if time.monotonic() < _unset_until:
+        return None
+    return _look()
+
+
+def _look() -> Any:
+    global _tracer, _unset_until
     api = _otel if _otel is not None else _import()
     if api is False:
+        _unset_until = float("inf")
         return None
-    return _configured(api)
-
-
-def _configured(api: Any) -> Any:
-    global _tracer
     provider = api.trace.get_tracer_provider()
     if isinstance(provider, (api.trace.ProxyTracerProvider, api.trace.NoOpTracerProvider)):
-        return None  # nothing configured (yet): spans would go nowhere
+        _unset_until = time.monotonic() + RECHECK_SECONDS  # nothing configured (yet): spans would go nowhere
+        return None
     from durableflow import __version__
 
     _tracer = provider.get_tracer(NAME, __version__)
     return _tracer
+
+
+def _forked() -> None:
+    global _unset_until
+    _unset_until = 0.0
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 def _import() -> Any:
