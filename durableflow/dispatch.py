@@ -47,7 +47,12 @@ def send(task: str, args: tuple, queue: str, headers: dict[str, str] | None = No
     try:
         current_app.send_task(task, args=args, queue=queue, **options)
     except Exception:  # noqa: BLE001 - any broker failure; the sweep is the fallback
-        logger.warning("could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True)
+        named = {"execution_id": args[0]} if task in (DELIVER, RUN_ITEM) else {}  # sent after a commit: no scope
+        if task == RUN_ITEM:
+            named["step_key"] = args[1]
+        logger.warning(
+            "could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True, extra=named
+        )
         return False
     return True
 
