@@ -130,10 +130,10 @@ def test_a_message_that_could_not_be_sent_names_its_execution(monkeypatch, caplo
     monkeypatch.setattr(current_app, "send_task", refused)
     with caplog.at_level(logging.WARNING, logger="durableflow.dispatch"):
         assert dispatch.send(dispatch.DELIVER, ("e1",), "q") is False
-        assert dispatch.send(dispatch.RUN_ITEM, ("e2", "items:3"), "q") is False
+        assert dispatch.send(dispatch.RUN_ITEM, ("e2", "items[3]"), "q") is False
         assert dispatch.send(dispatch.SWEEP, (), "q") is False
     assert [(r.execution_id, r.workflow, r.step_key) for r in _ours(caplog)] == [
         ("e1", None, None),
-        ("e2", None, "items:3"),
+        ("e2", None, "items[3]"),
         (None, None, None),
     ]

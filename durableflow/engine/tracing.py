@@ -20,7 +20,9 @@ the engine makes:
 
 Their attributes are ``durableflow.*``: ``execution_id``, ``workflow``, ``version``, ``queue``,
 ``delivery`` (its number), ``outcome`` (a delivery's: ``completed``, ``suspended``,
-``failed``...), ``step_key``, ``step_kind``, ``attempt``. A delivery that fails its run, or
+``failed``...), ``step_key``, ``step_kind``, ``attempt`` (an item task's span has no workflow
+nor version: the task reads only its item; it is a child of the delivery that sent it, whose
+context its message carries). A delivery that fails its run, or
 stalls, has status ERROR with the recorded error as its ``exception`` event.
 
 Without a provider every entry point returns after a clock read (the provider is looked for
