@@ -8,6 +8,7 @@ provider of a process can be set only once; this process's stays unset).
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 
@@ -209,3 +210,22 @@ def test_a_provider_set_later_is_found_within_the_recheck_and_at_once_after_a_fo
         "print('later', tracing.tracer() is not None)\n"
     )
     assert _printed(script).splitlines() == ["None", "None", "child True", "later True"]
+
+
+def test_tracing_adds_no_statement_to_a_start_or_a_delivery(db):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.harness import OrmHarness
+
+    harness = OrmHarness()
+
+    def statements(traced: bool) -> tuple[int, int]:
+        with tracing.override(TracerProvider()) if traced else contextlib.nullcontext():
+            with CaptureQueriesContext(connection) as started:
+                execution_id = harness.start("tracing.three", {"tag": f"queries-{traced}"})
+            with CaptureQueriesContext(connection) as delivered:
+                harness.deliver(execution_id)
+        return len(started), len(delivered)
+
+    assert statements(traced=True) == statements(traced=False)
