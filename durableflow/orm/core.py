@@ -106,18 +106,18 @@ class OrmCore:
     def enqueue(self, task: str, args: tuple, queue: str) -> bool:
         headers = tracing.carrier()  # the span that asked for it (a start's), not the one current at the commit
         if self.connection.in_atomic_block:
-            transaction.on_commit(lambda: dispatch.send(task, args, queue, headers), using=self.alias)
+            transaction.on_commit(lambda: _send(dispatch.send, task, args, queue, headers), using=self.alias)
             return True
-        return dispatch.send(task, args, queue, headers)
+        return _send(dispatch.send, task, args, queue, headers)
 
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
         if not args_list:
             return True
         headers = tracing.carrier()
         if self.connection.in_atomic_block:
-            transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue, headers), using=self.alias)
+            transaction.on_commit(lambda: _send(dispatch.send_many, task, args_list, queue, headers), using=self.alias)
             return True
-        return dispatch.send_many(task, args_list, queue, headers)
+        return _send(dispatch.send_many, task, args_list, queue, headers)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         transaction.on_commit(fn, using=self.alias)  # at once outside a transaction
@@ -457,3 +457,8 @@ class ById:
 
 def _record_fields(record: StepRecordData) -> dict[str, Any]:
     return {name: getattr(record, name) for name in RECORD_FIELDS}
+
+
+def _send(send: Callable[..., bool], task: str, args: Any, queue: str, headers: dict[str, str] | None) -> bool:
+    """``send(task, args, queue)``, with the message headers of a traced enqueue if there are any."""
+    return send(task, args, queue) if headers is None else send(task, args, queue, headers)
