@@ -52,6 +52,19 @@ def broken(ctx, params):
     return ctx.step.run("broken", _broken)
 
 
+def _ready_on_second_look(tag: str) -> str | None:
+    calls[tag] = calls.get(tag, 0) + 1
+    if calls[tag] == 1:
+        raise RetryableError("not yet")  # a poll's "not yet", as a falsy answer is
+    return "ready"
+
+
+@durableflow.workflow("tracing.kinds")
+def kinds(ctx, params):
+    ready = ctx.step.poll("ready", lambda: _ready_on_second_look(params["tag"]), interval=0, max_attempts=3)
+    return ctx.step.transaction("book", lambda: ready)
+
+
 @pytest.fixture
 def spans():
     exporter = InMemorySpanExporter()
@@ -229,3 +242,13 @@ def test_tracing_adds_no_statement_to_a_start_or_a_delivery(db):
         return len(started), len(delivered)
 
     assert statements(traced=True) == statements(traced=False)
+
+
+def test_a_polls_not_yet_is_not_a_failure_and_a_transaction_try_is_a_step_span(backend, spans):
+    execution_id = backend.start("tracing.kinds", {"tag": f"kinds-{backend.name}"})
+    assert backend.run(execution_id).status == "completed"
+
+    steps = _by_name(spans.get_finished_spans(), "durableflow.step")
+    names = ("durableflow.step_key", "durableflow.step_kind", "durableflow.attempt")
+    assert [tuple(span.attributes[name] for name in names) for span in steps] == [("ready", "poll", 1), ("ready", "poll", 2), ("book", "transaction", 1)]
+    assert {span.status.status_code for span in steps} == {StatusCode.UNSET}

@@ -36,9 +36,10 @@ class StepBase:
         return fn if hook is None else hook(kind, key, fn)
 
     def _attempt(
-        self, key: str, call: Callable[[], Any], *, kind: str, attempt: int
+        self, key: str, call: Callable[[], Any], *, kind: str, attempt: int, not_failures: tuple[type, ...] = ()
     ) -> tuple[datetime, Any, Exception | None]:
-        """One live attempt of a step body (its span, if tracing is on): ``(started, result, error)``."""
+        """One live attempt of a step body (its span, if tracing is on): ``(started, result, error)``.
+        ``not_failures``: errors that are an answer, not a failure (a poll's "not yet")."""
         ctx = self._ctx
         ctx._go_live()
         started = ctx._journal.now()
@@ -49,7 +50,8 @@ class StepBase:
                 try:
                     return started, call(), None
                 except Exception as exc:
-                    tracing.failed(span, exc)
+                    if not isinstance(exc, not_failures):
+                        tracing.failed(span, exc)
                     return started, None, exc
         finally:
             ctx._in_step = None

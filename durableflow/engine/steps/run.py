@@ -152,7 +152,9 @@ class RunSteps(StepBase):
                 return record.value
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
-        started, result, error = self._attempt(key, fn, kind="poll", attempt=attempt)
+        started, result, error = self._attempt(
+            key, fn, kind="poll", attempt=attempt, not_failures=(exceptions.RetryableError,)
+        )
         if isinstance(error, exceptions.RetryableError):
             error = None  # "not yet", like a falsy answer
         if error is not None:
