@@ -27,35 +27,43 @@ _RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "i
 _OPTIONS = {"retry": True, "retry_policy": _RETRY_POLICY, "ignore_result": True}
 
 
-def send(task: str, args: tuple, queue: str) -> bool:
+def send(task: str, args: tuple, queue: str, headers: dict[str, str] | None = None) -> bool:
     """Send ``task(*args)`` to ``queue``; never raise, never hang for long.
 
+    ``headers``: message headers on top of Celery's (a span context: ``durableflow.engine.tracing``).
     Inside a transactional step's body it refuses instead (``TRANSACTION_FORBIDDEN_CALL``).
     """
     _refuse_inside_transaction(task)
     from celery import current_app
 
+    options = _OPTIONS if headers is None else {**_OPTIONS, "headers": headers}
     try:
-        current_app.send_task(task, args=args, queue=queue, **_OPTIONS)
-    except Exception:  # any broker failure; the sweep is the fallback
-        logger.warning("could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True)
+        current_app.send_task(task, args=args, queue=queue, **options)
+    except Exception:
+        named = {"execution_id": args[0]} if task in (DELIVER, RUN_ITEM) else {}  # sent after a commit: no scope
+        if task == RUN_ITEM:
+            named["step_key"] = args[1]
+        logger.warning(
+            "could not send %s%r to queue %s; the sweep will resend it", task, args, queue, exc_info=True, extra=named
+        )
         return False
     return True
 
 
-def send_many(task: str, args_list: list[tuple], queue: str) -> bool:
+def send_many(task: str, args_list: list[tuple], queue: str, headers: dict[str, str] | None = None) -> bool:
     """Send ``task(*args)`` for each of ``args_list`` through one producer (one broker
     connection from Celery's pool, its publishes batched where kombu can: one Redis pipeline);
     never raise. After the first failure the rest are left to the sweep rather than each
-    waiting out its own retry."""
+    waiting out its own retry. ``headers``: as ``send``'s, on each message."""
     _refuse_inside_transaction(task)
     from celery import current_app
 
+    options = _OPTIONS if headers is None else {**_OPTIONS, "headers": headers}
     try:
         with current_app.producer_or_acquire() as producer, _batch(producer):
             for args in args_list:
-                current_app.send_task(task, args=args, queue=queue, producer=producer, **_OPTIONS)
-    except Exception:  # any broker failure; the sweep is the fallback
+                current_app.send_task(task, args=args, queue=queue, producer=producer, **options)
+    except Exception:
         logger.warning(
             "could not send all %d %s messages to queue %s; the sweep will resend those lost",
             len(args_list),

@@ -15,7 +15,7 @@ from celery import Task, shared_task
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from durableflow import dispatch, operations, schedules
-from durableflow.engine import faults, logs
+from durableflow.engine import faults, logs, tracing
 from durableflow.healing import heal
 from durableflow.orm.leases import keeper
 
@@ -42,12 +42,14 @@ def _task(name: str, **options: Any) -> Callable[[Callable[..., Any]], Task]:
 # the broker can; where it cannot (filesystem, SQL transports) the sweep re-sends it.
 @_task(dispatch.DELIVER, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def deliver(self: Task, execution_id: str) -> str:
-    return _again_after_fault(self, operations.deliver(execution_id))
+    with tracing.received(self.request.headers):  # the sender's span context, if tracing is on
+        return _again_after_fault(self, operations.deliver(execution_id))
 
 
 @_task(dispatch.RUN_ITEM, bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def run_item(self: Task, execution_id: str, key: str) -> str:
-    return _again_after_fault(self, operations.run_item(execution_id, key))
+    with tracing.received(self.request.headers):
+        return _again_after_fault(self, operations.run_item(execution_id, key))
 
 
 @_task(dispatch.SWEEP)

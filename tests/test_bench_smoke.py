@@ -67,6 +67,9 @@ def test_the_benchmark_runs_end_to_end_at_smoke_sizes(tmp_path):
         assert {"write_transactions_per_workflow", "server_cpu_ms_per_step", "commits_over_commit_rate"} <= set(
             summary["throughput"]
         )
+    traces = summary["traces"]  # a delivery traced (SDK provider, in-memory exporter) beside one not
+    assert {"delivery_over_untraced", "step_over_untraced", "off_hook_us"} <= set(traces)
+    assert "tracing: traced / untraced delivery" in finished.stdout
     targets = {target["name"] for target in summary["targets"]}
     assert {"throughput / Celery chain", "timer lateness p99 (s)"} <= targets
     assert "throughput / DBOS" not in targets

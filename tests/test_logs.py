@@ -117,3 +117,23 @@ def test_a_journal_claimed_outside_a_delivery_leaves_the_threads_records_alone(b
     execution_id = backend.start("logs.flaky", {"tag": backend.name})
     assert backend.journal(execution_id).claim() is not None
     assert logs.current() == {}
+
+
+def test_a_message_that_could_not_be_sent_names_its_execution(monkeypatch, caplog):
+    from celery import current_app
+
+    from durableflow import dispatch
+
+    def refused(*args, **kwargs):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(current_app, "send_task", refused)
+    with caplog.at_level(logging.WARNING, logger="durableflow.dispatch"):
+        assert dispatch.send(dispatch.DELIVER, ("e1",), "q") is False
+        assert dispatch.send(dispatch.RUN_ITEM, ("e2", "items[3]"), "q") is False
+        assert dispatch.send(dispatch.SWEEP, (), "q") is False
+    assert [(r.execution_id, r.workflow, r.step_key) for r in _ours(caplog)] == [
+        ("e1", None, None),
+        ("e2", None, "items[3]"),
+        (None, None, None),
+    ]

@@ -48,6 +48,7 @@ def test_the_wheel_holds_every_migration_and_template_and_nothing_of_the_demo(di
     assert "Requires-Python: >=3.11" in text
     assert "Requires-Dist: Django<6.1,>=5.2" in text
     assert "Provides-Extra: postgres" in text
+    assert "Provides-Extra: otel" in text and "Requires-Dist: opentelemetry-api<2,>=1.27; extra == \"otel\"" in text
 
 
 def test_the_sdist_holds_the_package_and_builds_the_same_wheel(dist, source):

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from durableflow import exceptions, values
-from durableflow.engine import logs, sagas
+from durableflow.engine import logs, sagas, tracing
 from durableflow.engine.context import Context
 from durableflow.engine.delivery import Delivery
 from durableflow.engine.faults import FAULT, StorageFault
@@ -61,12 +61,15 @@ def run(
     included, ends the delivery with ``FAULT``: nothing more is written, the run's status is
     left as the claim made it, and the caller delivers it again.
     """
+    began = tracing.clock()
     try:
         claim = journal.claim()
         if claim is None:  # the caller (``Engine.deliver``) logs it
             return SKIPPED
-        outcome = _replay(claim, journal, registry, settings or EngineSettings(), engine)
-        outcome = journal.finish(outcome)
+        with tracing.delivery(claim, began) as span:  # from the claim on: a claim that matched nothing makes none
+            outcome = _replay(claim, journal, registry, settings or EngineSettings(), engine)
+            outcome = journal.finish(outcome)
+            tracing.delivered(span, outcome)
     except LeaseLost:
         logger.warning(
             "lease lost: execution %s is held by another delivery; stale write rejected, stopping",

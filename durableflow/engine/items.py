@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import faults, logs, names
+from durableflow.engine import faults, logs, names, tracing
 from durableflow.engine.states import StepStatus
 from durableflow.engine.storage import NOW
 from durableflow.engine.timeouts import call_with_timeout
@@ -113,7 +113,10 @@ class Items:
             return "unavailable"
         if self.settings.step_body is not None:  # a body run as its own task (queue=, map items)
             fn = self.settings.step_body("run", key, fn)
-        fields = self._perform(fn, meta)
+        with tracing.item(execution_id, key, attempt[0]) as span:
+            fields = self._perform(fn, meta)
+            if fields["status"] == StepStatus.FAILED:
+                tracing.failed(span, fields["error"])
         with storage.atomic():
             if not storage.finish_item(execution_id, key, attempt[0], fields):
                 logger.warning(

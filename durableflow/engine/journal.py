@@ -103,6 +103,7 @@ class Journal:
             cancel_requested=execution["cancel_requested"],
             seed=execution["seed"],
             lost=execution["lost_deliveries"],
+            trace_context=execution["trace_context"],
         )
         logs.update(workflow=self.claimed.workflow)  # in the delivery's scope (Engine.deliver)
         if self.claimed.delivery == 1:  # the claim is committed: this is the run's start

@@ -201,4 +201,5 @@ CLAIM_FIELDS = (
     "cancel_requested",
     "seed",
     "lost_deliveries",
+    "trace_context",
 )

@@ -74,6 +74,8 @@ class Claim:
     seed: str | None = None  # what seeds ctx.random(), if not the execution id (a fork's)
     # Deliveries in a row before this one that died holding the lease (``lost_deliveries``).
     lost: int = 0
+    # The start's span context, as the propagator wrote it (``durableflow.engine.tracing``).
+    trace_context: dict[str, str] | None = None
 
 
 @dataclass

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from durableflow import exceptions, values
-from durableflow.engine import names
+from durableflow.engine import names, tracing
 from durableflow.engine.concurrency import key_for
 from durableflow.engine.records import Claim, Continued
 from durableflow.engine.states import ExecutionStatus
@@ -180,6 +180,9 @@ def _fields(
             fields["deadline_at"] = deadline
     if request.concurrency_key is not None:  # the same: only for a run that is limited
         fields["concurrency_key"] = request.concurrency_key
+    trace_context = tracing.carrier()  # the start's span, where tracing is on: its deliveries' parent
+    if trace_context is not None:
+        fields["trace_context"] = trace_context
     return fields
 
 
@@ -216,7 +219,10 @@ class Starts:
             max_payload_bytes=self.settings.max_payload_bytes,
             deadline=deadline,
         )
-        return self._start(request, queue or self.settings.default_queue, parent_id, root_id)
+        queue = queue or self.settings.default_queue
+        definition = request.definition
+        with tracing.starting(definition.name, definition.version, queue, request.execution_id):
+            return self._start(request, queue, parent_id, root_id)
 
     def _start(
         self: Engine,
@@ -307,6 +313,10 @@ class Starts:
             return []
         writes = [index for index in range(len(requests)) if owner[index] == index]
         queue = queue or self.settings.default_queue
+        with tracing.starting(definition.name, definition.version, queue):
+            return self._start_many(definition, requests, writes, owner, queue, deadline)
+
+    def _start_many(self: Engine, definition, requests, writes, owner, queue, deadline) -> list[Any]:
         if definition.concurrency is not None:  # each start decides its slot after the ones before it
             with self.storage.atomic():
                 found = {index: self._start(requests[index], queue)[0] for index in writes}

@@ -104,6 +104,9 @@ class Execution(models.Model):
     # process died holding it (killed, out of memory, a crash in native code). Zeroed by a claim
     # that finds the lease given back (an outcome, a suspension, a fault's release).
     lost_deliveries = models.PositiveIntegerField(default=0)
+    # The span context of the start, as OpenTelemetry's propagator wrote it (``traceparent``...),
+    # when a tracer provider was configured: each delivery's span is its child.
+    trace_context = models.JSONField(null=True, blank=True, editable=False)
     # A workflow with a concurrency limit: the run's key (None: not limited), and while it waits
     # for a slot its ticket in the key's queue, lower first (pending, never claimed nor re-sent
     # until a holder ends and admits it; None: it holds a slot, or is not limited).

@@ -25,7 +25,7 @@ from django.db.models.functions import Now
 
 from durableflow import dispatch
 from durableflow.conf import df_settings
-from durableflow.engine import logs, predicates
+from durableflow.engine import logs, predicates, tracing
 from durableflow.engine.records import RECORD_FIELDS, StepRecordData
 from durableflow.engine.states import TERMINAL
 from durableflow.engine.storage import ANY, NOW, ClaimRow, LeaseHandle, OutcomeRow
@@ -111,18 +111,20 @@ class OrmCore:
         return time.monotonic()
 
     def enqueue(self, task: str, args: tuple, queue: str) -> bool:
+        headers = tracing.carrier()  # the span that asked for it (a start's), not the one current at the commit
         if backend.in_transaction(self.connection):
-            transaction.on_commit(lambda: dispatch.send(task, args, queue), using=self.alias)
+            transaction.on_commit(lambda: _send(dispatch.send, task, args, queue, headers), using=self.alias)
             return True
-        return dispatch.send(task, args, queue)
+        return _send(dispatch.send, task, args, queue, headers)
 
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
         if not args_list:
             return True
+        headers = tracing.carrier()
         if backend.in_transaction(self.connection):
-            transaction.on_commit(lambda: dispatch.send_many(task, args_list, queue), using=self.alias)
+            transaction.on_commit(lambda: _send(dispatch.send_many, task, args_list, queue, headers), using=self.alias)
             return True
-        return dispatch.send_many(task, args_list, queue)
+        return _send(dispatch.send_many, task, args_list, queue, headers)
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         transaction.on_commit(fn, using=self.alias)  # at once outside a transaction
@@ -485,3 +487,8 @@ class ById:
 
 def _record_fields(record: StepRecordData) -> dict[str, Any]:
     return {name: getattr(record, name) for name in RECORD_FIELDS}
+
+
+def _send(send: Callable[..., bool], task: str, args: Any, queue: str, headers: dict[str, str] | None) -> bool:
+    """``send(task, args, queue)``, with the message headers of a traced enqueue if there are any."""
+    return send(task, args, queue) if headers is None else send(task, args, queue, headers)

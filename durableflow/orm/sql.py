@@ -358,7 +358,7 @@ def decode_claim(row: tuple) -> tuple[dict[str, Any], bool, datetime]:
     at the claim."""
     count = len(CLAIM_FIELDS)
     fields = dict(zip(CLAIM_FIELDS, row[:count], strict=True))
-    for name in ("params", "waiting_for", "cancel_requested"):
+    for name in ("params", "waiting_for", "cancel_requested", "trace_context"):
         fields[name] = _loads(fields[name])
     return fields, bool(row[count]), aware(row[count + 1])
 

@@ -21,6 +21,7 @@ from tests.testapp import (
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)
     timeout_workflows,  # noqa: F401 - the workflows of the step timeout tests
+    traced,  # noqa: F401 - a run traced on real workers (OpenTelemetry)
     txsteps,  # noqa: F401 - registers the transactional step workflows
     waits,  # noqa: F401 - registers the waits and composition workflows
 )

@@ -76,6 +76,7 @@ class MemoryExecution:
     lease_holder: str | None = None
     deliveries: int = 0
     lost_deliveries: int = 0
+    trace_context: dict[str, str] | None = None
     concurrency_key: str | None = None
     concurrency_ticket: int | None = None
     watched: bool = False

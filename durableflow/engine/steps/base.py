@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import logs
+from durableflow.engine import logs, tracing
 from durableflow.engine.context import delivery_of, iso, parse_iso
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
@@ -41,17 +41,24 @@ class StepBase:
         hook = self._delivery.settings.step_body
         return fn if hook is None else hook(kind, key, fn)
 
-    def _attempt(self, key: str, call: Callable[[], Any]) -> tuple[datetime, Any, Exception | None]:
-        """One live attempt of a step body: ``(started, result, error)``."""
+    def _attempt(
+        self, key: str, call: Callable[[], Any], *, kind: str, attempt: int, not_failures: tuple[type, ...] = ()
+    ) -> tuple[datetime, Any, Exception | None]:
+        """One live attempt of a step body (its span, if tracing is on): ``(started, result, error)``.
+        ``not_failures``: errors that are an answer, not a failure (a poll's "not yet")."""
         delivery = self._delivery
         delivery.go_live()
         started = delivery.journal.now()
         delivery.in_step = key
         try:
-            with logs.scope(step_key=key):  # what the body logs names its step
-                return started, call(), None
-        except Exception as exc:  # noqa: BLE001 - any error of the step's body is its outcome
-            return started, None, exc
+            # What the body logs names its step; what it traces is a child of the step's span.
+            with logs.scope(step_key=key), tracing.step(delivery.journal.claimed, key, kind, attempt) as span:
+                try:
+                    return started, call(), None
+                except Exception as exc:  # noqa: BLE001 - any error of the step's body is its outcome
+                    if not isinstance(exc, not_failures):
+                        tracing.failed(span, exc)
+                    return started, None, exc
         finally:
             delivery.in_step = None
 

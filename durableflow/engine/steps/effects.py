@@ -110,7 +110,7 @@ class EffectSteps(StepBase):
                 return self._park(key, record, request, attempts, started, reason="held by another delivery")
             attempts += 1
             fn = request.lookup if call == "lookup" else self._stand_in("effect", key, request.perform)
-            _, answer, error = self._attempt(key, lambda: fn(request.effect_id))
+            _, answer, error = self._attempt(key, lambda: fn(request.effect_id), kind="effect", attempt=attempts)
             if error is not None:
                 return self._park(key, record, request, attempts, started, reason=f"{call} raised", error=error)
             try:

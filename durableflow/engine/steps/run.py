@@ -77,7 +77,10 @@ class RunSteps(StepBase):
         exit_hook = delivery.settings.on_thread_exit
         fn = self._stand_in("run", key, fn)
         started, result, error = self._attempt(
-            key, lambda: call_with_timeout(fn, fn_args, kwargs, timeout, on_thread_exit=exit_hook)
+            key,
+            lambda: call_with_timeout(fn, fn_args, kwargs, timeout, on_thread_exit=exit_hook),
+            kind="run",
+            attempt=attempt,
         )
         if error is not None:
             return self._failed_attempt(key, record, attempt, error, retry, started, carry=carry)
@@ -149,7 +152,9 @@ class RunSteps(StepBase):
                 return record.value
             self._resume(key, record)
         attempt = (record.attempts if record else 0) + 1
-        started, result, error = self._attempt(key, fn)
+        started, result, error = self._attempt(
+            key, fn, kind="poll", attempt=attempt, not_failures=(exceptions.RetryableError,)
+        )
         if isinstance(error, exceptions.RetryableError):
             error = None  # "not yet", like a falsy answer
         if error is not None:

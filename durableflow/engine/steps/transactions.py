@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable
 
 from durableflow import exceptions, values
-from durableflow.engine import faults, transactions
+from durableflow.engine import faults, tracing, transactions
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus
 from durableflow.engine.steps.base import StepBase, apply_schema, started_at, validate
@@ -83,15 +83,19 @@ class TransactionSteps(StepBase):
         started = delivery.journal.now()
         storage = delivery.journal.storage
         for tries in itertools.count(1):
-            try:
-                # A transient error of the record's write or of the commit comes out as it is, to
-                # be run again here; any other database failure ends the delivery (StorageFault).
-                with faults.retrying(storage):
-                    return self._commit(key, record, attempt, fn, fn_args, kwargs, schema, started)
-            except _RolledBack as rolled:
-                error, final = rolled.error, rolled.final
-            except Exception as exc:  # noqa: BLE001 - the record's write or the commit itself failed
-                error, final = exc, False
+            # A span per try: the body, its record and the commit (a try rolled back by a conflict
+            # and run again at once is a span of its own).
+            with tracing.step(delivery.journal.claimed, key, KIND, attempt) as span:
+                try:
+                    # A transient error of the record's write or of the commit comes out as it is, to
+                    # be run again here; any other database failure ends the delivery (StorageFault).
+                    with faults.retrying(storage):
+                        return self._commit(key, record, attempt, fn, fn_args, kwargs, schema, started)
+                except _RolledBack as rolled:
+                    error, final = rolled.error, rolled.final
+                except Exception as exc:  # noqa: BLE001 - the record's write or the commit itself failed
+                    error, final = exc, False
+                tracing.failed(span, error)
             if final:
                 return self._record_failure(KIND, key, record, attempt, error, started, exclusive=True)
             if storage.is_transient(error):

@@ -18,7 +18,7 @@ UPDATE "durableflow_execution"
   OR "lease_expires_at" < STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %(now)s)
   OR "lease_token" = %(take_over)s)
   AND "concurrency_ticket" IS NULL)
-  RETURNING "workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for", "queue", "cancel_requested", "seed", "lost_deliveries", EXISTS (SELECT 1
+  RETURNING "workflow", "version", "params", "parent_id", "root_id", "deliveries", "waiting_for", "queue", "cancel_requested", "seed", "lost_deliveries", "trace_context", EXISTS (SELECT 1
   FROM "durableflow_steprecord"
   WHERE "durableflow_steprecord"."execution_id" = "durableflow_execution"."id"), STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', %(now)s);
 
