@@ -90,6 +90,7 @@ class Context:
         self._now_calls = 0
         self._patches: dict[str, bool] = {}  # patched()'s answers in this delivery, by marker key
         self._metadata_calls = 0
+        self._streams: dict[str, Any] = {}  # stream id -> its position in this delivery (``streams``)
         self._saga = Saga()
         # cancel() asked this run to end: it stops at the first step without a finished record.
         self._cancel = claim.cancel_requested
@@ -142,6 +143,13 @@ class Context:
         from durableflow.engine.steps import patches
 
         patches.deprecate_patch(self, patch_id)
+
+    def stream(self, stream_id: str):
+        """The run's stream ``stream_id``: ``ctx.stream("log").write("line")`` appends a chunk
+        that readers see at once (``durableflow.streams.read``, the REST API, the admin)."""
+        from durableflow.engine.streams import Stream
+
+        return Stream(self, stream_id)
 
     def continue_as_new(self, params: Any = None) -> None:
         """Complete this execution and start a fresh one of the same workflow with ``params``.

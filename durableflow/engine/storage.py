@@ -46,8 +46,8 @@ Executions
                                          and that no unfinished execution waits for (a child waiter), at most
                                          ``limit``
     ``delete_finished(ids)``             lock those of ``ids`` still prunable (as above, whenever they ended), then
-                                         delete them with their journal, waiters, signals, effect and store
-                                         watches (their rate-limit admissions stay, unlinked, until
+                                         delete them with their journal, waiters, signals, stream chunks, effect
+                                         and store watches (their rate-limit admissions stay, unlinked, until
                                          ``drop_spent_admissions``): how many were deleted
 
 A delivery (leases and the journal)
@@ -183,6 +183,15 @@ Concurrency keys (``durableflow.engine.concurrency``; a run's ``concurrency_key`
     ``queued_runs(workflow, key, limit)``
                                          the unfinished queued runs of that key, lowest ticket first: (id, queue)
     ``queued_keys(limit)``               distinct (workflow, key) that have unfinished queued runs
+
+Streams (``durableflow.engine.streams``; chunk rows with ``.seq``, ``.chunk``, ``.at``)
+    ``write_chunk(id, token, stream_id, seq, chunk, at)``
+                                         one fenced write: inserted only while ``token`` holds the lease and
+                                         (execution, stream_id, seq) is not stored yet; whether it was inserted
+    ``last_chunk(id, stream_id)``        the highest seq stored of that stream (0: none)
+    ``chunks(id, stream_id, after, limit)``
+                                         the stream's chunks with seq > ``after``, in order, at most ``limit``
+    ``stream_ids(id)``                   the execution's streams: ``{stream_id: highest seq}``
 
 Stores (rows with ``.name``, ``.store_id``, ``.instance_id``, ``.version``, ``.state``, ``.has_waiters``)
     ``get_store(name, store_id)``        the store, or None
@@ -386,6 +395,14 @@ class Storage(Protocol):
     def slots(self, workflow: str, key: str) -> tuple[int, int, int]: ...
     def queued_runs(self, workflow: str, key: str, limit: int) -> list[tuple[str, str]]: ...
     def queued_keys(self, limit: int) -> list[tuple[str, str]]: ...
+
+    # Streams
+    def write_chunk(
+        self, execution_id: str, token: str, stream_id: str, seq: int, chunk: Any, at: datetime
+    ) -> bool: ...
+    def last_chunk(self, execution_id: str, stream_id: str) -> int: ...
+    def chunks(self, execution_id: str, stream_id: str, after: int, limit: int) -> list[Any]: ...
+    def stream_ids(self, execution_id: str) -> dict[str, int]: ...
 
     # Stores
     def get_store(self, name: str, store_id: str) -> Any | None: ...
