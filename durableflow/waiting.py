@@ -13,6 +13,11 @@ re-reads the database when woken. Every caller re-reads at the latest every
 that does not carry ``LISTEN``) costs at most that interval, never the answer. The listener
 closes its connection when nobody has waited for a while, and opens it again on demand.
 
+A stream's reader (``durableflow.streams.read(..., wait=)``) waits the same way for a chunk: the
+transaction that stores one notifies ``durableflow_stream`` with the execution's id (a trigger,
+migration ``0018_streams``), heard by the same listening connection; the reader watches
+``stream_key(id)`` besides the execution's end.
+
 On SQLite, which cannot notify, a caller polls: every 2 ms at first, backing off to
 ``RESULT_RECHECK_SECONDS``.
 
@@ -33,11 +38,22 @@ from django.db import connections
 
 from durableflow.engine import logs
 
-__all__ = ["CHANNEL", "Listener", "Wake", "listener", "read_notice", "stop_listening", "until"]
+__all__ = [
+    "CHANNEL",
+    "STREAM_CHANNEL",
+    "Listener",
+    "Wake",
+    "listener",
+    "read_notice",
+    "stop_listening",
+    "stream_key",
+    "until",
+]
 
 logger = logs.logger(__name__)
 
 CHANNEL = "durableflow_finished"
+STREAM_CHANNEL = "durableflow_stream"  # a chunk was stored; the payload is its execution's id
 # Adaptive poll where nothing notifies: the first read again after FIRST_POLL, then each wait
 # BACKOFF times longer, up to the re-check interval.
 FIRST_POLL = 0.002
@@ -52,6 +68,12 @@ class Wake(threading.Event):
     def __init__(self) -> None:
         super().__init__()
         self.notices: dict[str, dict[str, Any]] = {}
+
+
+def stream_key(execution_id: str) -> tuple[str, str]:
+    """What a stream's reader watches: woken when a chunk of ``execution_id`` is stored (not a
+    string, so that no execution id can be mistaken for it)."""
+    return (STREAM_CHANNEL, execution_id)
 
 
 def read_notice(payload: str) -> tuple[str, dict[str, Any] | None]:
@@ -158,7 +180,10 @@ class Listener:
                     delay = 0.1
                     while not stop.is_set():
                         for notify in connection.notifies(timeout=1.0):
-                            self._wake(*read_notice(notify.payload))
+                            if notify.channel == STREAM_CHANNEL:
+                                self._wake(stream_key(notify.payload))
+                            else:
+                                self._wake(*read_notice(notify.payload))
                         if self.waiting():
                             idle_since = time.monotonic()
                         elif time.monotonic() - idle_since > IDLE_SECONDS:
@@ -198,6 +223,7 @@ class Listener:
         connection = psycopg.connect(**params, autocommit=True)
         try:
             connection.execute(f"LISTEN {CHANNEL}")
+            connection.execute(f"LISTEN {STREAM_CHANNEL}")
         except Exception:
             _close(connection)
             raise
@@ -263,13 +289,15 @@ def until(
     alias: str,
     recheck: float,
     notice: Callable[[dict[str, Any]], Any] | None = None,
+    also: tuple[Any, ...] = (),
 ) -> Any:
     """Call ``read()`` until ``finished(value)`` or ``timeout`` seconds passed; return the last value.
 
     ``key(value)`` names the execution whose end is awaited (a run that continued as new is
     carried on by another). Woken by the listener on PostgreSQL; an adaptive poll elsewhere.
     ``notice(fields)``: the value that a notification's outcome fields stand for, used instead
-    of ``read()`` after a wake-up that carried them.
+    of ``read()`` after a wake-up that carried them. ``also``: more keys whose notification wakes
+    the caller to read again (``stream_key(id)``).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     connection = connections[alias]
@@ -280,6 +308,8 @@ def until(
     with listener(alias).waiter() if notifying else _no_waiter() as watch:
         watching = execution_id
         woken = watch(watching)  # before the first read: a notification after it is not lost
+        for extra in also:
+            watch(extra)
         interval = recheck if notifying else FIRST_POLL
         noticed = None
         while True:
