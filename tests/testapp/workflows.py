@@ -19,6 +19,7 @@ from tests.testapp import (
     ratelimits,  # noqa: F401 - rate-limited steps
     sagas,  # noqa: F401 - compensations, cancels, rerun/fork and metadata on real workers
     stores,  # noqa: F401 - store workflows (and their crash hook)
+    streams,  # noqa: F401 - a workflow that streams tokens slowly
     txsteps,  # noqa: F401 - registers the transactional step workflows
     waits,  # noqa: F401 - registers the waits and composition workflows
 )
