@@ -102,7 +102,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import documents, effects, inprocess, live, ratelimits, sagas, stores, waits
+    from bench import documents, effects, inprocess, live, ratelimits, sagas, stores, streams, waits
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -134,6 +134,7 @@ def main() -> None:
         results["effects"] = effects.overhead(sizes["effect_steps"], sizes["effect_repeats"])
         results["sagas"] = sagas.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same sizes
         results["ratelimits"] = ratelimits.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same
+        results["streams"] = streams.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same
         results["documents"] = {
             "compile": documents.compile_time(sizes["document_compile_states"], sizes["document_repeats"]),
             "overhead": documents.overhead(sizes["document_steps"], sizes["document_repeats"]),

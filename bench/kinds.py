@@ -1,7 +1,7 @@
 """Workflows of a few kinds compared in this process: deliveries timed interleaved by kind.
 
 Deliveries run as a worker runs them (``operations.deliver``), on a queue no worker consumes.
-Shared by the in-process comparisons (``bench/sagas.py``, ``bench/ratelimits.py``).
+Shared by the in-process comparisons (``bench/sagas.py``, ``bench/ratelimits.py``, ``bench/streams.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import documents, effects, ratelimits, sagas, transactions
+from bench import documents, effects, ratelimits, sagas, streams, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -95,6 +95,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["sagas"] = sagas.summarize(raw["sagas"])
     if "ratelimits" in raw:
         out["ratelimits"] = ratelimits.summarize(raw["ratelimits"])
+    if "streams" in raw:
+        out["streams"] = streams.summarize(raw["streams"])
     if "documents" in raw:
         out["documents"] = documents.summarize(raw["documents"])
     if "stores" in raw:
@@ -412,6 +414,8 @@ def table(summary: dict[str, Any]) -> str:
     for label, value, unit in sagas.rows(summary["sagas"]) if "sagas" in summary else []:
         row(label, value, unit)
     for label, value, unit in ratelimits.rows(summary["ratelimits"]) if "ratelimits" in summary else []:
+        row(label, value, unit)
+    for label, value, unit in streams.rows(summary["streams"]) if "streams" in summary else []:
         row(label, value, unit)
     if "documents" in summary:
         for label, value, unit in documents.rows(summary["documents"]):
