@@ -204,11 +204,18 @@ def test_the_streams_panel_shows_chunks_as_the_run_writes_them(cluster, page, ad
     first_shown = tokens.count()
 
     # No reload: the panel's script adds the chunks the run writes, and says when it is finished.
-    page.wait_for_function(
-        """() => document.querySelectorAll('.df-stream[data-stream="tokens"] li').length === 100
-            && document.querySelector('[data-df-streams]').hasAttribute('data-done')""",
-        timeout=30_000,
-    )
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            """() => document.querySelectorAll('.df-stream[data-stream="tokens"] li').length === 100
+                && document.querySelector('[data-df-streams]').hasAttribute('data-done')""",
+            timeout=30_000,
+        )
+    except PlaywrightTimeout:
+        run = Execution.objects.get(pk=execution.id)
+        shown = page.locator("#df-panel-streams").inner_text()[-300:]
+        raise AssertionError(f"{tokens.count()} shown, run {run.status}, {execution.chunks.count()} chunks: {shown}")
 
     assert first_shown < 100, "the run had finished before its page was opened"
     assert [int(seq) for seq in tokens.evaluate_all("items => items.map(li => li.dataset.seq)")] == list(range(1, 101))

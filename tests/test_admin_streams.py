@@ -45,7 +45,7 @@ def test_the_poll_answers_the_chunks_after_those_shown(viewer):
 
     assert answer["done"] is True
     assert [c["seq"] for c in answer["streams"]["tokens"]["chunks"]] == [3]
-    assert answer["streams"]["log"] == {"last": 2, "skipped": 0, "chunks": []}
+    assert answer["streams"]["log"] == {"last": 2, "upto": 2, "skipped": 0, "chunks": []}
 
 
 def test_a_long_stream_shows_its_last_chunks(admin_client, monkeypatch):
@@ -56,6 +56,25 @@ def test_a_long_stream_shows_its_last_chunks(admin_client, monkeypatch):
 
     assert [c["seq"] for c in answer["streams"]["tokens"]["chunks"]] == [4, 5]
     assert answer["streams"]["tokens"]["skipped"] == 3
+
+
+def test_the_page_asks_after_the_last_chunk_it_drew(admin_client, monkeypatch):
+    """A chunk written between the streams' read and their chunks' read is drawn, and counted
+    as drawn: the next poll does not send it again."""
+    execution = run("t.stream", {"n": 3})
+    real = admin_streams.operations.engine
+
+    def engine():
+        verbs = real()
+        stream_ids = verbs.stream_ids
+        verbs.stream_ids = lambda execution_id: {**stream_ids(execution_id), "tokens": 2}  # read before chunk 3
+        return verbs
+
+    monkeypatch.setattr(admin_streams.operations, "engine", engine)
+    tokens = admin_client.get(streams_url(execution.id)).json()["streams"]["tokens"]
+
+    assert [c["seq"] for c in tokens["chunks"]] == [1, 2, 3]
+    assert (tokens["upto"], tokens["last"]) == (3, 3)
 
 
 def test_a_large_chunk_is_cut_short():

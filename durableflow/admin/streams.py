@@ -45,8 +45,12 @@ def _streams(execution_id: str, positions: dict[str, int], status: str | None = 
     for stream_id, last in verbs.stream_ids(execution_id).items():
         after = positions.get(stream_id, max(last - PANEL_CHUNKS, 0))
         chunks = verbs.read_stream(execution_id, stream_id, after, PANEL_CHUNKS)["chunks"] if last > after else []
+        # The seq of the last chunk sent (the next poll asks for those after it): chunks written
+        # since ``stream_ids`` was read may be among them.
+        upto = chunks[-1]["seq"] if chunks else after
         found[stream_id] = {
-            "last": last,
+            "last": max(last, upto),
+            "upto": upto,
             "skipped": after if stream_id not in positions else 0,
             "chunks": [{"seq": c["seq"], "text": shown(c["chunk"]), "at": c["at"].isoformat()} for c in chunks],
         }

@@ -48,6 +48,7 @@
         var el = section(streamId);
         var list = el.querySelector(".df-stream-chunks");
         stream.chunks.forEach(function (chunk) {
+          if (chunk.seq <= (parseInt(el.getAttribute("data-last"), 10) || 0)) return;  // shown already
           var li = document.createElement("li");
           li.value = chunk.seq;
           li.setAttribute("data-seq", chunk.seq);
