@@ -102,7 +102,7 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
 
-    from bench import documents, effects, inprocess, live, ratelimits, sagas, stores, traces, waits
+    from bench import documents, effects, inprocess, live, ratelimits, sagas, stores, streams, traces, waits
     from bench.apps import READY_LINE
     from tests.cluster import Cluster
 
@@ -137,6 +137,7 @@ def main() -> None:
         traced = traces.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same; None without the SDK
         if traced is not None:
             results["traces"] = traced
+        results["streams"] = streams.overhead(sizes["effect_steps"], sizes["effect_repeats"])  # the same
         results["documents"] = {
             "compile": documents.compile_time(sizes["document_compile_states"], sizes["document_repeats"]),
             "overhead": documents.overhead(sizes["document_steps"], sizes["document_repeats"]),

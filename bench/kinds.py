@@ -1,7 +1,7 @@
 """Workflows of a few kinds compared in this process: deliveries timed interleaved by kind.
 
 Deliveries run as a worker runs them (``operations.deliver``), on a queue no worker consumes.
-Shared by the in-process comparisons (``bench/sagas.py``, ``bench/ratelimits.py``).
+Shared by the in-process comparisons (``bench/sagas.py``, ``bench/ratelimits.py``, ``bench/streams.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable
 import durableflow
 from bench.stats import timed_ms
 
-__all__ = ["delivered_ms", "interleaved"]
+__all__ = ["delivered_ms", "interleaved", "steps_overhead"]
 
 
 def delivered_ms(workflow: str, params: dict[str, Any], queue: str, done: str = "completed") -> float:
@@ -55,3 +55,11 @@ def interleaved(
         for size in sizes:
             out[kind][str(size)]["queries"] = min(queries(kind, size) for _ in range(2))
     return out
+
+
+def steps_overhead(workflows: dict[str, str], queue: str, sizes: list[int], repeats: int) -> dict[str, Any]:
+    """``interleaved`` over kinds of workflow that take ``{"steps": S}``: ``workflows`` maps each
+    kind to its workflow's name, started on ``queue``."""
+    return interleaved(
+        workflows, lambda kind, steps: delivered_ms(workflows[kind], {"steps": steps}, queue), sizes, repeats
+    )

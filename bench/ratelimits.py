@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import durableflow
-from bench.kinds import delivered_ms, interleaved
+from bench.kinds import steps_overhead
 from bench.stats import per_step
 
 __all__ = ["overhead", "summarize", "rows"]
@@ -38,13 +38,9 @@ def rate_limited_steps(ctx, params):
         ctx.step.run(f"s{i}", _nothing, i, rate_limit=NEVER_WAITS)
 
 
-def _deliver(kind: str, steps: int) -> float:
-    return delivered_ms(WORKFLOWS[kind], {"steps": steps}, QUEUE)
-
-
 def overhead(sizes: list[int], repeats: int) -> dict[str, Any]:
     """Per kind and size: delivery times (ms) of each repeat, interleaved by kind, and queries."""
-    return interleaved(KINDS, _deliver, sizes, repeats)
+    return steps_overhead(WORKFLOWS, QUEUE, sizes, repeats)
 
 
 def summarize(raw: dict[str, Any]) -> dict[str, Any]:

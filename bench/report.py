@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench import documents, effects, ratelimits, sagas, traces, transactions
+from bench import documents, effects, ratelimits, sagas, streams, traces, transactions
 from bench.stats import median, percentile, spread
 
 
@@ -97,6 +97,8 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
         out["ratelimits"] = ratelimits.summarize(raw["ratelimits"])
     if "traces" in raw:
         out["traces"] = traces.summarize(raw["traces"])
+    if "streams" in raw:
+        out["streams"] = streams.summarize(raw["streams"])
     if "documents" in raw:
         out["documents"] = documents.summarize(raw["documents"])
     if "stores" in raw:
@@ -416,6 +418,8 @@ def table(summary: dict[str, Any]) -> str:
     for label, value, unit in ratelimits.rows(summary["ratelimits"]) if "ratelimits" in summary else []:
         row(label, value, unit)
     for label, value, unit in traces.rows(summary["traces"]) if "traces" in summary else []:
+        row(label, value, unit)
+    for label, value, unit in streams.rows(summary["streams"]) if "streams" in summary else []:
         row(label, value, unit)
     if "documents" in summary:
         for label, value, unit in documents.rows(summary["documents"]):

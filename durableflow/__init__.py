@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durableflow import exceptions, stores
+from durableflow import exceptions, stores, streams
 from durableflow.documents.tasks import task
 from durableflow.engine.store_types import define_store
 from durableflow.exceptions import (  # noqa: F401 - re-exported
@@ -51,6 +51,8 @@ __all__ = [
     # durable stores (``stores.get`` / ``stores.update`` need Django's apps to be loaded)
     "define_store",
     "stores",
+    # reading runs' streams (``streams.read`` needs Django's apps to be loaded)
+    "streams",
     # steering runs (need Django's apps to be loaded)
     "start",
     "start_many",

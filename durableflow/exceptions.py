@@ -14,7 +14,8 @@ source), and this tree names the class that carries each::
     │                             INVALID_STORE_STATE, INVALID_STORE_ID, UNKNOWN_STORE, STORE_READ_ONLY,
     │                             STORE_CALLBACK_NOT_SYNC, TRANSACTION_FORBIDDEN_CALL, TRANSACTION_WRONG_ALIAS,
     │                             TRANSACTION_ASYNC_BODY, INVALID_PAYLOAD, INVALID_EVENT, INVALID_METADATA,
-    │                             INVALID_DELAY (ctx.step.sleep), INVALID_RATE_LIMIT (ctx.step.run's key)
+    │                             INVALID_DELAY (ctx.step.sleep), INVALID_RATE_LIMIT (ctx.step.run's key),
+    │                             INVALID_STREAM (ctx.stream)
     ├── NonDeterminismError       NON_DETERMINISM, UNKNOWN_WORKFLOW, UNKNOWN_VERSION, UNKNOWN_TASK (a
     │                             document's, on a worker), NEW_STEP (a replay check's only)
     ├── RetryableError            RETRYABLE, TRANSACTION_CONFLICT
@@ -106,6 +107,8 @@ CODES: dict[str, str] = {
     "STORE_CALLBACK_NOT_SYNC": "a store selector, updater, claim or initial is asynchronous",
     "INVALID_PAYLOAD": "an event, signal or token payload is not a durable value",
     "INVALID_EVENT": "an event type, event id, signal name, token or match is empty, too long or not text",
+    "INVALID_STREAM": "a stream id is not a non-empty string of at most 200 characters, or a chunk is not a "
+    "durable value",
     "INVALID_METADATA": "a metadata key, target or value is not acceptable, or the change does not fit the "
     "current value (increment of a non-number, append to a non-list)",
     # replay

@@ -377,6 +377,13 @@ class WorkflowTester:
         """The run's metadata (``ctx.metadata``)."""
         return self.get(execution_id).metadata
 
+    def streams(self, execution_id: str) -> dict[str, list[Any]]:
+        """The run's streams (``ctx.stream``, ``ctx.step.stream``): ``{stream_id: [chunk, ...]}`` in order."""
+        return {
+            stream_id: [row["chunk"] for row in self.engine.read_stream(execution_id, stream_id, 0, last)["chunks"]]
+            for stream_id, last in self.engine.stream_ids(execution_id).items()
+        }
+
     def compensations(self, execution_id: str) -> list[dict[str, Any]]:
         """The compensations that ran, in the order they ran (empty if none did)."""
         return self.get(execution_id).compensations or []

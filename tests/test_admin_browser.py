@@ -194,3 +194,32 @@ def test_complete_a_token_from_the_form(cluster, page, admin_server, artifacts):
 
     reload_until_status(page, "completed")
     assert '"approved": true' in page.locator("tr[data-key=approve] .df-value").inner_text()
+
+
+def test_the_streams_panel_shows_chunks_as_the_run_writes_them(cluster, page, admin_server, artifacts):
+    execution = durableflow.start("t.stream", {"n": 100, "pause": 0.03})  # about three seconds
+    wait_for(lambda: execution.chunks.filter(stream_id="tokens").exists(), timeout=30, what="the first chunk")
+    open_execution(page, admin_server, execution.id)
+    tokens = page.locator('.df-stream[data-stream="tokens"] .df-stream-chunks li')
+    first_shown = tokens.count()
+
+    # No reload: the panel's script adds the chunks the run writes, and says when it is finished.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(
+            """() => document.querySelectorAll('.df-stream[data-stream="tokens"] li').length === 100
+                && document.querySelector('[data-df-streams]').hasAttribute('data-done')""",
+            timeout=30_000,
+        )
+    except PlaywrightTimeout:
+        run = Execution.objects.get(pk=execution.id)
+        shown = page.locator("#df-panel-streams").inner_text()[-300:]
+        raise AssertionError(f"{tokens.count()} shown, run {run.status}, {execution.chunks.count()} chunks: {shown}")
+
+    assert first_shown < 100, "the run had finished before its page was opened"
+    assert [int(seq) for seq in tokens.evaluate_all("items => items.map(li => li.dataset.seq)")] == list(range(1, 101))
+    assert tokens.nth(99).inner_text() == "token 100"
+    assert "The run is finished" in page.locator("#df-panel-streams").inner_text()
+    assert wait_status(execution.id).result == 100
+    artifacts.screenshot(page, "execution-streams")

@@ -476,6 +476,7 @@ def test_the_schema_is_openapi_3_of_the_api_alone(api):
         "/api/durableflow/executions/",
         "/api/durableflow/executions/{id}/",
         "/api/durableflow/executions/{id}/journal/",
+        "/api/durableflow/executions/{id}/streams/{stream_id}/",
         "/api/durableflow/executions/{id}/cancel/",
         "/api/durableflow/executions/{id}/retry/",
         "/api/durableflow/executions/{id}/rerun/",

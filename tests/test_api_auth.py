@@ -21,18 +21,20 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.db import transaction
 from django.test import Client, override_settings
+from django.utils import timezone
 
 import durableflow
 import durableflow.urls
 from durableflow import operations
 from durableflow.api import errors
-from durableflow.models import Execution, StepRecord, WorkflowDocument
+from durableflow.models import Execution, StepRecord, StreamChunk, WorkflowDocument
 from tests.apiclient import PREFIX, Api, error, make_user, no_send  # noqa: F401 - fixture
 
 SECRET = "s3cr3t-7f1d"  # in params, results, errors, metadata, journal values and a document
 DOCUMENT = {"$workflow": "0.2", "initial": "done", "states": {"done": {"final": True}}}
 SECRET_DOCUMENT = {"$workflow": "0.2", "initial": SECRET, "states": {SECRET: {"final": True}}}
 METHODS = ("get", "head", "post", "put", "patch", "delete")
+STREAM = "log"  # each run's stream, whose chunk is the secret
 
 # What opens each endpoint's action: the intended mapping, written out (not read from the views).
 OPENS: dict[tuple[str, str], set[str]] = {
@@ -40,6 +42,7 @@ OPENS: dict[tuple[str, str], set[str]] = {
     ("execution", "create"): {"add_execution"},
     ("execution", "retrieve"): {"view_execution"},
     ("execution", "journal"): {"view_execution"},
+    ("execution", "stream"): {"view_execution"},
     ("execution", "cancel"): {"change_execution"},
     ("execution", "retry"): {"change_execution"},
     ("execution", "rerun"): {"add_execution"},
@@ -87,6 +90,7 @@ class Endpoint:
 
     def path(self, targets: dict[str, str]) -> str:
         values = {"pk": targets[TARGET.get(self.action or "", "pending")], "name": targets["document"]}
+        values["stream_id"] = STREAM
         values["token"] = quote(targets["token"], safe="")
         text = re.sub(r"\(\?P<(\w+)>[^)]*\)", lambda m: values[m.group(1)], self.route)
         return text.lstrip("^").rstrip("$")
@@ -116,7 +120,7 @@ ENDPOINTS = endpoints()
 def test_every_endpoint_of_the_url_conf_has_its_permission_written_here():
     described = {(e.basename, e.action) for e in ENDPOINTS if e.action}
     assert described == set(OPENS), "a new endpoint? add it to OPENS, BODY and TARGET"
-    assert len({e.route for e in ENDPOINTS}) == 15
+    assert len({e.route for e in ENDPOINTS}) == 16
 
 
 def _codenames() -> list[str]:
@@ -144,6 +148,7 @@ def targets(db, no_send) -> dict[str, str]:
         StepRecord.objects.create(
             execution_id=execution.id, key="a", kind="run", status="completed", attempts=1, value=SECRET
         )
+        StreamChunk.objects.create(execution_id=execution.id, stream_id=STREAM, seq=1, chunk=SECRET, at=timezone.now())
         return execution.id
 
     waiting = durableflow.start("t.token", {"secret": SECRET})

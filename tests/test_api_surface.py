@@ -20,6 +20,7 @@ def test_public_api_is_pinned():
             "Concurrency",
             "define_store",
             "stores",
+            "streams",
             "start",
             "start_many",
             "cancel",

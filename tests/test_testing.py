@@ -315,3 +315,24 @@ def test_the_tester_lists_the_runs_runs_started_and_reads_metadata_and_compensat
     assert [run.params for run in counting.started] == [{"n": 1}, {"n": 0}]
     assert counting.metadata(first.id) == {"left": 2}
     assert counting.compensations(first.id) == []
+
+
+@durableflow.workflow("testing.streams")
+def streaming(ctx, params):
+    ctx.stream("progress").write("started")
+    count = ctx.step.stream("rows", "rows", ({"row": n} for n in range(3)))
+    ctx.step.sleep("settle", 60)
+    ctx.stream("progress").write(f"{count} rows")
+    return count
+
+
+def test_the_tester_shows_the_streams_a_run_wrote():
+    tester = WorkflowTester()
+    execution = tester.start("testing.streams")
+
+    assert tester.run_until_finished(execution.id) == 3
+
+    assert tester.streams(execution.id) == {
+        "progress": ["started", "3 rows"],
+        "rows": [{"row": 0}, {"row": 1}, {"row": 2}],
+    }

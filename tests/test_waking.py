@@ -322,6 +322,7 @@ def _connections() -> list[tuple]:
 
 def _listening_connections() -> int:
     return _sql(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = %s",
-        [f"LISTEN {waiting.CHANNEL}"],
+        # The last statement a listening connection ran is one of its LISTENs.
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query IN (%s, %s)",
+        [f"LISTEN {waiting.CHANNEL}", f"LISTEN {waiting.STREAM_CHANNEL}"],
     )[0][0]

@@ -24,6 +24,7 @@ from durableflow.admin.base import Panel, RecordAdmin
 from durableflow.admin.events import waits_panel
 from durableflow.admin.forms import ForkForm, ReasonForm, SignalForm, TokenForm
 from durableflow.admin.sagas import compensations_panel, lineage_panel
+from durableflow.admin.streams import StreamsAdminMixin, streams_panel
 from durableflow.admin.timeline import build as build_timeline
 from durableflow.engine.states import ExecutionStatus, StepStatus
 from durableflow.engine.steering import is_stalled
@@ -225,7 +226,7 @@ def children_panel(model_admin, request, execution):
 
 
 @admin.register(Execution)
-class ExecutionAdmin(RecordAdmin):
+class ExecutionAdmin(StreamsAdminMixin, RecordAdmin):
     list_display = ("id", "workflow", "status_badge", "doing", "created", "took")
     list_filter = ("status", WorkflowFilter, VersionFilter)
     search_fields = ("id__exact", "idempotency_key__exact", "workflow__exact")
@@ -238,6 +239,7 @@ class ExecutionAdmin(RecordAdmin):
     steering = STEERING
     panels = (
         Panel("Journal", "admin/durableflow/execution/panel_journal.html", journal_panel, after_summary=True),
+        Panel("Streams", "admin/durableflow/execution/panel_streams.html", streams_panel),
         Panel("Waits", "admin/durableflow/execution/panel_waits.html", waits_panel),
         Panel("Compensations", "admin/durableflow/execution/panel_compensations.html", compensations_panel),
         Panel("Children", "admin/durableflow/execution/panel_children.html", children_panel),

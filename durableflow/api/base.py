@@ -69,6 +69,14 @@ class ApiViewMixin(_APIView):
     def get_exception_handler(self):
         return errors.exception_handler
 
+    def handle_exception(self, exc):
+        response = super().handle_exception(exc)
+        # Errors are JSON in the one shape whatever was negotiated (an event stream's refusal too).
+        if not isinstance(getattr(self.request, "accepted_renderer", None), JSONOnlyRenderer):
+            self.request.accepted_renderer = JSONOnlyRenderer()
+            self.request.accepted_media_type = JSONOnlyRenderer.media_type
+        return response
+
     def initial(self, request, *args, **kwargs) -> None:
         if not self.answers(request.method):
             # 405 before the permission check (which would refuse a method no action names):

@@ -1,4 +1,4 @@
-"""``executions/``: start, list, read, long-poll, journal, cancel, retry, rerun, fork, signals.
+"""``executions/``: start, list, read, long-poll, journal, streams, cancel, retry, rerun, fork, signals.
 
 The views orchestrate; ``durableflow.operations`` decides (the same verbs as the Python API,
 so a refusal has the same code over HTTP as in Python). Reads of lists go through the ORM
@@ -17,13 +17,14 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from durableflow import exceptions, operations
-from durableflow.api import params
+from durableflow.api import params, streams
 from durableflow.api.base import ApiViewSet
 from durableflow.api.errors import ApiError
 from durableflow.api.filters import ExecutionFilter
 from durableflow.api.openapi import document
 from durableflow.api.pagination import ExecutionPagination, JournalPagination
 from durableflow.api.permissions import may_view
+from durableflow.api.renderers import JSONOnlyRenderer
 from durableflow.api.serializers import (
     CancelSerializer,
     ExecutionSerializer,
@@ -70,6 +71,7 @@ class ExecutionViewSet(ApiViewSet):
         "list": "view",
         "retrieve": "view",
         "journal": "view",
+        "stream": "view",
         "create": "add",
         "cancel": "change",
         "retry": "change",
@@ -80,7 +82,11 @@ class ExecutionViewSet(ApiViewSet):
     filter_backends = [DjangoFilterBackend]
     filterset_class = ExecutionFilter
     pagination_class = ExecutionPagination
-    extra_query_params = {"retrieve": frozenset({"wait"}), "journal": frozenset({"cursor", "page_size"})}
+    extra_query_params = {
+        "retrieve": frozenset({"wait"}),
+        "journal": frozenset({"cursor", "page_size"}),
+        "stream": frozenset({"after", "wait"}),
+    }
     serializer_class = ExecutionSerializer
 
     def get_serializer_class(self):
@@ -157,6 +163,33 @@ class ExecutionViewSet(ApiViewSet):
         records = StepRecord.objects.filter(execution_id=execution.pk).only(*StepRecordSerializer.Meta.fields, "id")
         page = self.paginate_queryset(records)
         return self.get_paginated_response(StepRecordSerializer(page, many=True).data)
+
+    @document(
+        summary="A stream's chunks after ?after= (JSON); as Server-Sent Events with Accept: text/event-stream",
+        description=streams.DESCRIPTION,
+        parameters=streams.PARAMETERS,
+        responses={
+            (200, "application/json"): streams.StreamPageSerializer,
+            (200, "text/event-stream"): OpenApiTypes.STR,
+        },
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"streams/(?P<stream_id>[^/]+)",
+        renderer_classes=[JSONOnlyRenderer, streams.EventStreamRenderer],
+        pagination_class=None,
+        filter_backends=[],
+    )
+    def stream(self, request, pk: str, stream_id: str):
+        sse = isinstance(request.accepted_renderer, streams.EventStreamRenderer)
+        after = streams.after_of(request, sse=sse)
+        if not sse:
+            return Response(streams.page(pk, stream_id, after, self._wait(request)))
+        if "wait" in request.query_params:
+            raise ValidationError({"wait": ["an event stream waits by itself; leave wait out"]})
+        streams.page(pk, stream_id, after, 0)  # 404 for an unknown execution, 400 for a bad stream id: before it starts
+        return streams.event_stream(pk, stream_id, after)
 
     @document(summary="Cancel an unfinished execution", request=CancelSerializer, responses=execution_or_id())
     @action(detail=True, methods=["post"])

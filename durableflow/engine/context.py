@@ -98,6 +98,13 @@ class Context:
 
         patches.deprecate_patch(self, patch_id)
 
+    def stream(self, stream_id: str):
+        """The run's stream ``stream_id``: ``ctx.stream("log").write("line")`` appends a chunk
+        that readers see at once (``durableflow.streams.read``, the REST API, the admin)."""
+        from durableflow.engine.streams import Stream
+
+        return Stream(self, stream_id)
+
     def continue_as_new(self, params: Any = None) -> None:
         """Complete this execution and start a fresh one of the same workflow with ``params``.
 

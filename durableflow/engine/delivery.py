@@ -74,6 +74,7 @@ class Delivery:
         self.sites: Counter[tuple[str, int]] = Counter()
         self.patches: dict[str, bool] = {}  # patched()'s answers in this delivery, by marker key
         self.metadata_calls = 0
+        self.streams: dict[str, Any] = {}  # stream id -> its position in this delivery (``engine.streams``)
         self.saga = Saga()
         # cancel() asked this run to end: it stops at the first step without a finished record.
         self.cancel = claim.cancel_requested

@@ -185,6 +185,17 @@ class Journal:
             self._rejected(f"rate-limit admission of step {step!r}")
         return answer
 
+    def write_chunk(self, stream_id: str, seq: int, chunk) -> None:
+        """Store chunk ``seq`` of ``stream_id`` (``durableflow.engine.streams``), fenced by the lease.
+
+        A chunk stored already at that position (by an earlier delivery of this run) is left as
+        it is; ``LeaseLost`` if another delivery holds the execution.
+        """
+        if self.storage.write_chunk(self.execution_id, self.token, stream_id, seq, chunk, self.now()):
+            return
+        if not self.storage.holds_lease(self.execution_id, self.token):
+            self._rejected(f"chunk {seq} of stream {stream_id!r}")
+
     def write_steps(self, records: list[StepRecordData]) -> None:
         """Insert several new records at once, fenced by the lease (``LeaseLost``, ``StepConflict``)."""
         if self.storage.insert_steps(self.execution_id, self.token, records):

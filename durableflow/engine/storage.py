@@ -183,9 +183,9 @@ class Storage(Protocol):
 
     def delete_finished(self, ids: list[str]) -> int:
         """Lock those of ``ids`` still prunable (as ``prunable``, whenever they ended), then
-        delete them with their journal, waiters, signals, effect and store watches (their
-        rate-limit admissions stay, unlinked, until ``drop_spent_admissions``): how many were
-        deleted."""
+        delete them with their journal, waiters, signals, stream chunks, effect and store watches
+        (their rate-limit admissions stay, unlinked, until ``drop_spent_admissions``): how many
+        were deleted."""
 
     # A delivery (leases and the journal) --------------------------------------------------
 
@@ -423,6 +423,22 @@ class Storage(Protocol):
 
     def queued_keys(self, limit: int) -> list[tuple[str, str]]:
         """Distinct (workflow, key) that have unfinished queued runs."""
+
+    # Streams (durableflow.engine.streams) -------------------------------------------------
+
+    def write_chunk(self, execution_id: str, token: str, stream_id: str, seq: int, chunk: Any, at: datetime) -> bool:
+        """One fenced write: store chunk ``seq`` of ``stream_id`` only while ``token`` holds the
+        execution's lease and (execution, stream_id, seq) is not stored yet; whether it was stored."""
+
+    def last_chunk(self, execution_id: str, stream_id: str) -> int:
+        """The highest seq stored of that stream (0: none)."""
+
+    def chunks(self, execution_id: str, stream_id: str, after: int, limit: int) -> list[Any]:
+        """The stream's chunks with seq > ``after``, in order, at most ``limit`` (rows with
+        ``.seq``, ``.chunk``, ``.at``)."""
+
+    def stream_ids(self, execution_id: str) -> dict[str, int]:
+        """The execution's streams: ``{stream_id: highest seq}``."""
 
     # Stores (durableflow.engine.stores) ---------------------------------------------------
 

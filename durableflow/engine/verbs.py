@@ -2,7 +2,7 @@
 
 ``Engine(storage, registry, settings)`` is everything that may change an execution's state:
 starting it (also at a schedule's tick), delivering it, steering it (cancel, retry, rerun, fork),
-sweeping and pruning.
+sweeping and pruning; and the reads that need a decision (a stream's chunks, and whether it is done).
 The Python API (``durableflow.operations``), the Celery tasks, the admin, the REST API,
 management commands and the in-memory tester all call these same methods with the storage
 they use; the storages implement only ``durableflow.engine.storage.Storage``.
@@ -24,6 +24,7 @@ from durableflow.engine.starts import Starts
 from durableflow.engine.steering import Steering
 from durableflow.engine.storage import Storage
 from durableflow.engine.stores import Stores
+from durableflow.engine.streams import Streams
 from durableflow.engine.sweep import Sweeping
 from durableflow.engine.waits import Waits
 from durableflow.registry import Registry
@@ -33,7 +34,7 @@ __all__ = ["Engine"]
 logger = logs.logger("durableflow.delivery")  # where the driver logs the rest of a delivery
 
 
-class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Waits, Items, Slots, Schedules):
+class Engine(Starts, Steering, Lineage, Sweeping, Pruning, Effects, Stores, Streams, Waits, Items, Slots, Schedules):
     """The verbs over one storage. Cheap to build: it holds three references."""
 
     def __init__(self, storage: Storage, registry: Registry, settings: EngineSettings | None = None):

@@ -8,6 +8,7 @@ from durableflow.models.effects import Effect, EffectWatch
 from durableflow.models.executions import Execution, StepRecord
 from durableflow.models.ratelimits import RateLimitAdmission
 from durableflow.models.stores import Store, StoreLedger, StoreWaiter
+from durableflow.models.streams import StreamChunk
 from durableflow.models.sweeps import SweepRun
 from durableflow.models.waits import Event, Waiter
 
@@ -19,6 +20,7 @@ __all__ = [
     "Store",
     "StoreLedger",
     "StoreWaiter",
+    "StreamChunk",
     "Event",
     "Waiter",
     "WorkflowDocument",

@@ -22,7 +22,7 @@ from durableflow.engine.states import ExecutionStatus
 from durableflow.engine.storage import ANY, NOW
 from durableflow.orm.predicates import to_sql
 
-__all__ = ["statements", "RECORD_FIELDS"]
+__all__ = ["statements", "fenced_insert", "RECORD_FIELDS"]
 
 S = ExecutionStatus
 
@@ -469,3 +469,38 @@ def statements(connection) -> Statements:
     if key not in _statements:
         _statements[key] = Statements(connection.vendor, connection.ops.quote_name)
     return _statements[key]
+
+
+_fenced_inserts: dict[tuple[str, str], str] = {}
+
+
+def fenced_insert(
+    connection, model: Any, fields: tuple[str, ...], casts: dict[str, str], unique: tuple[str, ...]
+) -> str:
+    """One INSERT of a ``model`` row (``%(field)s`` parameters for ``fields``) that is made only
+    while ``%(token)s`` holds the lease of the execution ``%(execution_id)s``, and is left out if
+    a row with the same ``unique`` columns exists: a fenced write in one statement, whose row
+    count says whether it was made. ``casts`` type the PostgreSQL placeholders (text otherwise):
+    the statement may be prepared, and an INSERT ... SELECT does not infer them from its columns.
+    Built once per vendor and table."""
+    from durableflow.models import Execution
+
+    key = (connection.vendor, model._meta.db_table)
+    if key not in _fenced_inserts:
+        qn, text = connection.ops.quote_name, "::text" if connection.vendor == "postgresql" else ""
+        casts = casts if text else {}
+
+        def column(name: str) -> str:
+            return qn(model._meta.get_field(name).column)
+
+        def ec(name: str) -> str:  # an Execution column
+            return qn(Execution._meta.get_field(name).column)
+
+        values = ", ".join(f"%({name})s{casts.get(name, text)}" for name in fields)
+        _fenced_inserts[key] = (
+            f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(column(name) for name in fields)}) "
+            f"SELECT {values} WHERE EXISTS (SELECT 1 FROM {qn(Execution._meta.db_table)} "
+            f"WHERE {ec('id')} = %(execution_id)s{text} AND {ec('lease_token')} = %(token)s{text}) "
+            f"ON CONFLICT ({', '.join(column(name) for name in unique)}) DO NOTHING"
+        )
+    return _fenced_inserts[key]

@@ -12,6 +12,7 @@ from durableflow.orm.ratelimits import OrmRateLimits
 from durableflow.orm.sagas import OrmSagas
 from durableflow.orm.slots import OrmSlots
 from durableflow.orm.stores import OrmStores
+from durableflow.orm.streams import OrmStreams
 from durableflow.orm.transactions import OrmTransactions
 from durableflow.orm.waits import OrmWaits
 
@@ -19,7 +20,7 @@ __all__ = ["OrmStorage"]
 
 
 class OrmStorage(
-    OrmRateLimits, OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmWaits, OrmItems, OrmTransactions, OrmCore
+    OrmRateLimits, OrmSlots, OrmSagas, OrmEffects, OrmStores, OrmStreams, OrmWaits, OrmItems, OrmTransactions, OrmCore
 ):
     """The storage protocol on the models, on the alias the project's routers choose."""
 

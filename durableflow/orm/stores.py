@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from durableflow.models import Execution, Store, StoreLedger, StoreWaiter
+from durableflow.models import Store, StoreLedger, StoreWaiter
 from durableflow.orm.core import OrmCore
+from durableflow.orm.sql import fenced_insert
 
 __all__ = ["OrmStores"]
 
@@ -56,7 +57,7 @@ class OrmStores(OrmCore):
     def record_applied(self, fields: dict[str, Any], *, token: str) -> bool:
         # One statement fences and records: inserted only while the lease is the step's, and
         # once per (execution, key). Run in the store's transaction, so a zombie's change rolls back.
-        sql = _ledger_insert(self.connection)
+        sql = fenced_insert(self.connection, StoreLedger, _LEDGER_FIELDS, _LEDGER_CASTS, ("execution_id", "key"))
         params = {**fields, "outcome": json.dumps(fields["outcome"], separators=(",", ":")), "token": token}
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -93,32 +94,4 @@ class OrmStores(OrmCore):
 
 
 _LEDGER_FIELDS = ("execution_id", "key", "kind", "name", "store_id", "instance_id", "version", "outcome")
-
-
-_statements: dict[tuple[str, str], str] = {}
-
-
-def _ledger_insert(connection) -> str:
-    """The fenced ledger INSERT for ``connection``'s vendor (built once per vendor and table)."""
-    key = (connection.vendor, StoreLedger._meta.db_table)
-    if key not in _statements:
-        _statements[key] = _ledger_statement(connection.vendor, connection.ops.quote_name)
-    return _statements[key]
-
-
-def _ledger_statement(vendor: str, qn) -> str:
-    text, casts = ("::text", {"version": "::bigint", "outcome": "::jsonb"}) if vendor == "postgresql" else ("", {})
-
-    def lc(name: str) -> str:  # a StoreLedger column
-        return qn(StoreLedger._meta.get_field(name).column)
-
-    def ec(name: str) -> str:  # an Execution column
-        return qn(Execution._meta.get_field(name).column)
-
-    values = ", ".join(f"%({name})s{casts.get(name, text)}" for name in _LEDGER_FIELDS)
-    return (
-        f"INSERT INTO {qn(StoreLedger._meta.db_table)} ({', '.join(lc(name) for name in _LEDGER_FIELDS)}) "
-        f"SELECT {values} WHERE EXISTS (SELECT 1 FROM {qn(Execution._meta.db_table)} "
-        f"WHERE {ec('id')} = %(execution_id)s{text} AND {ec('lease_token')} = %(token)s{text}) "
-        f"ON CONFLICT ({lc('execution_id')}, {lc('key')}) DO NOTHING"
-    )
+_LEDGER_CASTS = {"version": "::bigint", "outcome": "::jsonb"}

@@ -13,6 +13,11 @@ re-reads the database when woken. Every caller re-reads at the latest every
 that does not carry ``LISTEN``) costs at most that interval, never the answer. The listener
 closes its connection when nobody has waited for a while, and opens it again on demand.
 
+A stream's reader (``durableflow.streams.read(..., wait=)``) waits the same way for a chunk: the
+transaction that stores one notifies ``durableflow_stream`` with the execution's id (a trigger,
+migration ``0018_streams``), heard by the same listening connection; the reader watches
+``stream_key(id)`` besides the execution's end.
+
 On SQLite, which cannot notify, a caller polls: every 2 ms at first, backing off to
 ``RESULT_RECHECK_SECONDS``.
 
@@ -27,18 +32,29 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Union
 
 from django.db import connections
 
 from durableflow.engine import logs
 from durableflow.orm import backend
 
-__all__ = ["CHANNEL", "Listener", "Wake", "listener", "read_notice", "stop_listening", "until"]
+__all__ = [
+    "CHANNEL",
+    "STREAM_CHANNEL",
+    "Listener",
+    "Wake",
+    "listener",
+    "read_notice",
+    "stop_listening",
+    "stream_key",
+    "until",
+]
 
 logger = logs.logger(__name__)
 
 CHANNEL = "durableflow_finished"
+STREAM_CHANNEL = "durableflow_stream"  # a chunk was stored; the payload is its execution's id
 # Adaptive poll where nothing notifies: the first read again after FIRST_POLL, then each wait
 # BACKOFF times longer, up to the re-check interval.
 FIRST_POLL = 0.002
@@ -47,12 +63,22 @@ BACKOFF = 1.5
 IDLE_SECONDS = 30.0
 
 
+# What a waiter watches: an execution's id, or a stream's key (``stream_key``).
+Watched = Union[str, tuple[str, str]]
+
+
 class Wake(threading.Event):
     """A waiter's event, and the outcomes notified for the ids it watches (``id -> fields``)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.notices: dict[str, dict[str, Any]] = {}
+        self.notices: dict[Watched, dict[str, Any]] = {}
+
+
+def stream_key(execution_id: str) -> tuple[str, str]:
+    """What a stream's reader watches: woken when a chunk of ``execution_id`` is stored (not a
+    string, so that no execution id can be mistaken for it)."""
+    return (STREAM_CHANNEL, execution_id)
 
 
 def read_notice(payload: str) -> tuple[str, dict[str, Any] | None]:
@@ -77,7 +103,7 @@ class Listener:
     def __init__(self, alias: str) -> None:
         self.alias = alias
         self._lock = threading.Lock()
-        self._waiters: dict[str, set[Wake]] = {}
+        self._waiters: dict[Watched, set[Wake]] = {}
         self._thread: threading.Thread | None = None
         self._listening = threading.Event()
         self._stop = threading.Event()  # the current thread's
@@ -88,13 +114,13 @@ class Listener:
     # Waiters -----------------------------------------------------------------------------
 
     @contextmanager
-    def waiter(self) -> Iterator[Callable[[str], Wake]]:
+    def waiter(self) -> Iterator[Callable[[Watched], Wake]]:
         """``watch(id) -> Wake``, set when ``id`` is notified (its ``notices[id]``: the outcome
         notified) or the listener reconnects."""
         event = Wake()
-        watched: set[str] = set()
+        watched: set[Watched] = set()
 
-        def watch(execution_id: str) -> Wake:
+        def watch(execution_id: Watched) -> Wake:
             with self._lock:
                 if execution_id not in watched:
                     watched.add(execution_id)
@@ -121,7 +147,7 @@ class Listener:
                 return len(self._waiters.get(execution_id, ()))
             return len({event for events in self._waiters.values() for event in events})
 
-    def _wake(self, execution_id: str | None, notice: dict[str, Any] | None = None) -> None:
+    def _wake(self, execution_id: Watched | None, notice: dict[str, Any] | None = None) -> None:
         with self._lock:
             if execution_id is None:
                 events = {event for events in self._waiters.values() for event in events}
@@ -159,7 +185,10 @@ class Listener:
                     delay = 0.1
                     while not stop.is_set():
                         for notify in connection.notifies(timeout=1.0):
-                            self._wake(*read_notice(notify.payload))
+                            if notify.channel == STREAM_CHANNEL:
+                                self._wake(stream_key(notify.payload))
+                            else:
+                                self._wake(*read_notice(notify.payload))
                         if self.waiting():
                             idle_since = time.monotonic()
                         elif time.monotonic() - idle_since > IDLE_SECONDS:
@@ -199,6 +228,7 @@ class Listener:
         connection = psycopg.connect(**params, autocommit=True)
         try:
             connection.execute(f"LISTEN {CHANNEL}")
+            connection.execute(f"LISTEN {STREAM_CHANNEL}")
         except Exception:
             _close(connection)
             raise
@@ -264,13 +294,15 @@ def until(
     alias: str,
     recheck: float,
     notice: Callable[[dict[str, Any]], Any] | None = None,
+    also: tuple[Any, ...] = (),
 ) -> Any:
     """Call ``read()`` until ``finished(value)`` or ``timeout`` seconds passed; return the last value.
 
     ``key(value)`` names the execution whose end is awaited (a run that continued as new is
     carried on by another). Woken by the listener on PostgreSQL; an adaptive poll elsewhere.
     ``notice(fields)``: the value that a notification's outcome fields stand for, used instead
-    of ``read()`` after a wake-up that carried them.
+    of ``read()`` after a wake-up that carried them. ``also``: more keys whose notification wakes
+    the caller to read again (``stream_key(id)``).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     connection = connections[alias]
@@ -281,6 +313,8 @@ def until(
     with listener(alias).waiter() if notifying else _no_waiter() as watch:
         watching = execution_id
         woken = watch(watching)  # before the first read: a notification after it is not lost
+        for extra in also:
+            watch(extra)
         interval = recheck if notifying else FIRST_POLL
         noticed = None
         while True:

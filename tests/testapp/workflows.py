@@ -22,6 +22,7 @@ from tests.testapp import (
     stores,  # noqa: F401 - store workflows (and their crash hook)
     timeout_workflows,  # noqa: F401 - the workflows of the step timeout tests
     traced,  # noqa: F401 - a run traced on real workers (OpenTelemetry)
+    streams,  # noqa: F401 - a workflow that streams tokens slowly
     txsteps,  # noqa: F401 - registers the transactional step workflows
     waits,  # noqa: F401 - registers the waits and composition workflows
 )

@@ -16,6 +16,7 @@ from durableflow.engine.memory.ratelimits import MemoryAdmission, MemoryRateLimi
 from durableflow.engine.memory.sagas import MemorySagas
 from durableflow.engine.memory.slots import MemorySlots
 from durableflow.engine.memory.stores import MemoryStores
+from durableflow.engine.memory.streams import MemoryStreams
 from durableflow.engine.memory.transactions import MemoryTable, MemoryTransactions
 from durableflow.engine.memory.waits import MemoryWaits
 from durableflow.engine.storage import Storage
@@ -37,6 +38,7 @@ class InMemoryStorage(
     MemorySagas,
     MemoryEffects,
     MemoryStores,
+    MemoryStreams,
     MemoryWaits,
     MemoryItems,
     MemoryTransactions,

@@ -113,6 +113,8 @@ class MemoryTables:
     store_waiters: dict[tuple[str, str], MemoryStoreWaiter] = field(default_factory=dict)
     # Rate-limit admissions and waiting requests by id (durableflow.engine.memory.ratelimits).
     admissions: dict[int, MemoryAdmission] = field(default_factory=dict)
+    # Stream chunks: execution id -> stream id -> seq -> chunk (durableflow.engine.memory.streams).
+    chunks: dict[str, dict[str, dict[int, Any]]] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -291,6 +293,7 @@ class MemoryCore:
             for pk in gone:
                 del tables.executions[pk]
                 tables.steps.pop(pk, None)
+                tables.chunks.pop(pk, None)
             for execution in tables.executions.values():  # the parent link is set to null
                 if execution.parent_id in gone:
                     execution.parent_id = None

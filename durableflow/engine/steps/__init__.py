@@ -11,6 +11,7 @@ from durableflow.engine.steps.effects import EffectSteps
 from durableflow.engine.steps.fanout import FanoutSteps
 from durableflow.engine.steps.run import RunSteps
 from durableflow.engine.steps.stores import StoreSteps
+from durableflow.engine.steps.streams import StreamSteps
 from durableflow.engine.steps.timers import TimerSteps
 from durableflow.engine.steps.transactions import TransactionSteps
 from durableflow.engine.steps.waits import WaitSteps
@@ -18,5 +19,7 @@ from durableflow.engine.steps.waits import WaitSteps
 __all__ = ["StepAPI"]
 
 
-class StepAPI(RunSteps, TimerSteps, TransactionSteps, EffectSteps, StoreSteps, ChildSteps, WaitSteps, FanoutSteps):
+class StepAPI(
+    RunSteps, TimerSteps, TransactionSteps, EffectSteps, StoreSteps, StreamSteps, ChildSteps, WaitSteps, FanoutSteps
+):
     """``ctx.step``: every method takes a step key first (or derives one from the call site)."""
