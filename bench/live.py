@@ -52,6 +52,21 @@ def durableflow_latency_ms(steps: int) -> float:
     return elapsed
 
 
+def durableflow_atomic_latency_ms(steps: int) -> float:
+    """The same, started inside the caller's ``transaction.atomic()`` (a view's transaction): the
+    INSERT is the transaction's, the delivery is sent once it commits."""
+    from django.db import transaction
+
+    started = time.perf_counter()
+    with transaction.atomic():
+        execution = durableflow.start("bench.steps", {"steps": steps})
+    value = durableflow.result(execution.id, timeout=60)
+    elapsed = (time.perf_counter() - started) * 1000
+    if value != sum(range(steps)):
+        raise RuntimeError(f"the workflow computed {value}")
+    return elapsed
+
+
 def chain_latency_ms(steps: int) -> float:
     started = time.perf_counter()
     result = _chain(steps).apply_async()
@@ -83,16 +98,23 @@ def chain_polled_ms(steps: int) -> float:
 
 
 def latency(sizes: list[int], n: int) -> dict[str, Any]:
-    """Samples of both systems, alternating one by one so that they see the same machine."""
-    samples: dict[str, dict[str, list[float]]] = {"durableflow": {}, "chain": {}}
+    """Samples of both systems, alternating one by one so that they see the same machine (and,
+    for the smallest size, starts inside the caller's transaction among them)."""
+    samples: dict[str, dict[str, list[float]]] = {"durableflow": {}, "chain": {}, "atomic": {}}
     for size in sizes:
         durableflow_latency_ms(size), chain_latency_ms(size)  # warm both paths
-        ours, theirs = [], []
+        ours, theirs, atomic = [], [], []
+        kinds = [(ours, durableflow_latency_ms), (theirs, chain_latency_ms)]
+        if size == min(sizes):
+            durableflow_atomic_latency_ms(size)
+            kinds.append((atomic, durableflow_atomic_latency_ms))
         for i in range(n):
-            pair = [(ours, durableflow_latency_ms), (theirs, chain_latency_ms)]
-            for bucket, measure in pair if i % 2 == 0 else reversed(pair):
+            shift = i % len(kinds)
+            for bucket, measure in kinds[shift:] + kinds[:shift]:
                 bucket.append(measure(size))
         samples["durableflow"][str(size)], samples["chain"][str(size)] = ours, theirs
+        if atomic:
+            samples["atomic"][str(size)] = atomic
     return {system: {size: summary(values) for size, values in by_size.items()} for system, by_size in samples.items()}
 
 

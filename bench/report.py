@@ -70,6 +70,10 @@ def summarize(raw: dict[str, Any]) -> dict[str, Any]:
             "chain_p99_ms": spread([r["latency"]["chain"][size]["p99"] for r in rounds]),
             "vs_chain_p50": _ratio(ours, chain),
         }
+        if all(size in r["latency"].get("atomic", {}) for r in rounds):
+            atomic = [r["latency"]["atomic"][size]["p50"] for r in rounds]
+            out["latency"][size]["in_transaction_p50_ms"] = spread(atomic)
+            out["latency"][size]["in_transaction_vs_chain_p50"] = _ratio(atomic, chain)
     if all("starts" in r for r in rounds):
         out["starts"] = _starts([r["starts"] for r in rounds])
     if all("commit_rate" in r for r in rounds):
@@ -372,6 +376,10 @@ def table(summary: dict[str, Any]) -> str:
         row(f"latency {size} step(s), defaults: chain p50", lat["chain_p50_ms"], " ms")
         row(f"latency {size} step(s), defaults: chain p99", lat["chain_p99_ms"], " ms")
         row(f"latency {size} step(s): durableflow / chain p50", lat["vs_chain_p50"], "x")
+        if "in_transaction_p50_ms" in lat:
+            row(f"latency {size} step(s), started in transaction.atomic(): p50", lat["in_transaction_p50_ms"], " ms")
+            row(f"latency {size} step(s), started in transaction.atomic() / chain p50",
+                lat["in_transaction_vs_chain_p50"], "x")  # fmt: skip
         if "dbos" in summary and size in summary["dbos"]["latency_p50_ms"]:
             row(f"latency {size} step(s): DBOS p50", summary["dbos"]["latency_p50_ms"][size], " ms")
     starts = summary.get("starts")
