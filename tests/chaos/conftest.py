@@ -84,6 +84,7 @@ def chaos(django_test_environment, django_db_blocker, tmp_path_factory):
         driver.start_services()
         with django_db_blocker.unblock():
             call_command("migrate", verbosity=0)
+            driver.sql.prepare()
             driver.ensure()
             durableflow.start("t.ping", execution_id="chaos-warm-up")
             wait_for(lambda: driver.statuses(["chaos-warm-up"]).get("chaos-warm-up") == "completed", timeout=60,

@@ -22,6 +22,7 @@ from pathlib import Path
 from tests.chaos.backends import BACKENDS, Backend
 from tests.chaos.driver import LEASE, MARGIN, R, SWEEP
 from tests.chaos.invariants import NAMES
+from tests.chaos.scenarios import SCENARIOS
 
 RESULTS = Path(__file__).parent / "results"
 SHORT = {
@@ -101,11 +102,8 @@ def _cell(entries: list[dict]) -> str:
 
 def summary(reports: list[dict]) -> str:
     """The README's table: a row per scenario, a column per stack (its latest report)."""
-    order: list[str] = []
-    for data in reports:
-        for name in [entry["scenario"] for entry in data["scenarios"]] + list(data["not_applicable"]):
-            if name not in order:
-                order.append(name)
+    seen = {name for data in reports for name in [e["scenario"] for e in data["scenarios"]] + [*data["not_applicable"]]}
+    order = [name for name in SCENARIOS if name in seen]
     head = [BACKENDS[data["backend"]].stack.split(" (")[0] for data in reports]
     lines = ["| scenario | " + " | ".join(head) + " |", "|---|" + "---|" * len(reports)]
     for name in order:
@@ -119,7 +117,7 @@ def summary(reports: list[dict]) -> str:
         seeds = sorted({entry["seed"] for entry in data["scenarios"]})
         lines.append(
             f"- {BACKENDS[data['backend']].stack}: {data['tier']} tier, {data['started_at'][:10]}, seeds "
-            f"{', '.join(map(str, seeds))}, {data['executions']} executions, {data['seconds'] / 60:.0f} minutes; "
+            f"{', '.join(map(str, seeds))}, {data['executions']} executions, {data['seconds'] / 60:.0f} min; "
             f"every promise held: {'yes' if data['passed'] else 'NO'}."
         )
     return "\n".join(lines)

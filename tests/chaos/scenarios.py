@@ -211,7 +211,7 @@ def poison_step(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outco
     poisoned = chaos.start(f"{tag}-poison", 1, workflow="chaos.poison")
     outcome.add(poisoned, ("failed",), ("DELIVERY_LOST",))
     outcome.tallies["deliveries killed by the poison step"] = (
-        "SELECT count(*) FROM testapp_chaosledger WHERE execution_id = %s AND step = 'poison'",
+        "SELECT count(*) FROM testapp_chaosledger WHERE execution_id = %s AND step = 'poison' AND kind = 'body'",
         poisoned,
     )
     _flow(chaos, outcome, tag, size.runs)

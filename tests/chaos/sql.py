@@ -4,9 +4,11 @@ The invariants and the driver write their queries once, with ``%s`` placeholders
 the few spellings that differ from here: a column among a list of ids, the database's clock,
 a moment some seconds ago, the time a step's record became visible, a JSON column's value.
 
-On SQLite the record's time is its ``finished_at`` (SQLite keeps no commit times): it is
-taken before the record's transaction, so the check "no body after its record" is stricter
-there, never looser (a body that began after the commit began after ``finished_at`` too).
+SQLite keeps no commit times: there ``prepare`` adds a trigger that notes, in the ledger
+(kind ``record``), SQLite's clock inside each write of a step record. The write holds the
+database's write lock until it commits, and a ledger row's time is taken once its insert holds
+that lock: a body that began after the record committed has a later time than the note, one
+that began before has an earlier one (the clocks are the same, in milliseconds).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class _Sql:
 
     def recorded_at(self, record: str) -> str:
         return self._recorded.format(record=record)
+
+    def prepare(self) -> None:
+        """What the checks need in the migrated database, before any run."""
 
     def __call__(self, query: str, args: list | tuple = ()) -> list[tuple]:
         deadline = time.monotonic() + RETRY_FOR
@@ -96,7 +101,15 @@ class SqliteSql(_Sql):
     now = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
     _among = "{column} IN (SELECT value FROM json_each(%s))"
     _ago = "strftime('%Y-%m-%d %H:%M:%f', 'now', '-{seconds} seconds')"
-    _recorded = "{record}.finished_at"
+    _recorded = (
+        "coalesce((SELECT n.at FROM testapp_chaosledger n WHERE n.kind = 'record' AND n.nonce = "
+        "{record}.execution_id || ' ' || {record}.key), {record}.finished_at)"
+    )
+    # The ledger's nonce for a record's note is "<execution> <key>": the last write's time stays.
+    _NOTE = (
+        "INSERT OR REPLACE INTO testapp_chaosledger (nonce, execution_id, step, kind, pid, at) VALUES "
+        "(NEW.execution_id || ' ' || NEW.key, NEW.execution_id, NEW.key, 'record', 0, {now});"
+    )
 
     def __init__(self, path: str):
         super().__init__()
@@ -108,6 +121,12 @@ class SqliteSql(_Sql):
 
     def _connect(self):
         return sqlite3.connect(self.path, timeout=20, isolation_level=None)
+
+    def prepare(self) -> None:
+        note = self._NOTE.format(now=self.now)
+        for event in ("INSERT", "UPDATE"):
+            self(f"CREATE TRIGGER IF NOT EXISTS chaos_note_record_{event.lower()} AFTER {event} "
+                 f"ON durableflow_steprecord BEGIN {note} END")  # fmt: skip
 
     def _execute(self, query: str, args) -> list[tuple]:
         # A list argument goes as JSON (see _among).
