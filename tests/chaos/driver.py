@@ -1,9 +1,12 @@
-"""The chaos driver: a private PostgreSQL and Redis, two workers of two pool processes, one beat.
+"""The chaos driver: the stack's private servers, two workers of two pool processes, one beat.
 
-``Chaos`` owns everything it starts and stops all of it (by process id, never by name). The
-test process starts executions through durableflow itself (so its own connection meets the
-faults too, and retries), and reads the journal and the ledger in plain SQL on a connection
-of its own.
+The stack (``tests/chaos/backends.py``) is PostgreSQL + Redis, PostgreSQL + RabbitMQ (both
+servers private, started here) or the embedded default (a SQLite file and the
+``filesystem://`` broker in a temporary folder: nothing to start). ``Chaos`` owns everything
+it starts and stops all of it (by process id, never by name). The test process starts
+executions through durableflow itself (so its own connection meets the faults too, and
+retries), and reads the journal and the ledger in plain SQL on a connection of its own
+(``tests/chaos/sql.py``).
 
 Timing: the workers run with a ``LEASE`` of 10 s and beat sends the sweep every ``SWEEP``
 second; once the faults stop, every execution must be finished within ``R`` = lease + sweep +
@@ -20,7 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chaos.services import PrivatePostgres, PrivateRedis
+from tests.chaos import sql
+from tests.chaos.backends import Backend
+from tests.chaos.services import PrivatePostgres, PrivateRabbitMQ, PrivateRedis
 from tests.cluster import ROOT, Cluster, Process
 
 LEASE, SWEEP, MARGIN = 10.0, 1.0, 20.0
@@ -69,11 +74,14 @@ class Outcome:
 class Chaos:
     """The cluster under test and its services."""
 
-    def __init__(self, log_dir: Path, db: dict, broker_port: int):
+    def __init__(self, log_dir: Path, backend: Backend, db: dict, broker_port: int | None):
         self.log_dir = log_dir
+        self.backend = backend
         self.db = db
-        self.postgres = PrivatePostgres(int(db["PORT"]), log_dir)
-        self.redis = PrivateRedis(broker_port, log_dir)
+        self.postgres = PrivatePostgres(int(db["PORT"]), log_dir) if "postgresql" in backend.offers else None
+        brokers = {"redis": PrivateRedis, "rabbitmq": PrivateRabbitMQ}
+        self.broker = brokers[backend.name](broker_port, log_dir) if backend.name in brokers else None
+        self.sql = sql.PostgresSql(db) if self.postgres else sql.SqliteSql(db["NAME"])
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "tests.settings",
@@ -83,14 +91,16 @@ class Chaos:
         self.cluster = Cluster(self.env, log_dir)
         self.workers: list[Process] = []
         self.beats: list[Process] = []
-        self._sql = None
 
     # Services and processes -------------------------------------------------------------------
 
     def start_services(self) -> None:
         import psycopg
 
-        self.redis.start()
+        if self.broker is not None:
+            self.broker.start()
+        if self.postgres is None:
+            return  # SQLite: migrate creates the file
         self.postgres.start()
         with psycopg.connect(host="127.0.0.1", port=self.db["PORT"], user="postgres", dbname="postgres",
                              autocommit=True) as admin:  # fmt: skip
@@ -123,32 +133,11 @@ class Chaos:
     def stop(self) -> None:
         self.cluster.stop_all()
         self.workers, self.beats = [], []
-        if self._sql is not None:
-            self._sql.close()
-        self.postgres.stop(keep_log=self.log_dir)
-        self.redis.stop()
-
-    # SQL, on the driver's own connection ----------------------------------------------------
-
-    def sql(self, query: str, args: list | tuple = ()) -> list[tuple]:
-        """Rows of ``query``, on a new connection while the database drops or restarts."""
-        import psycopg
-
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                if self._sql is None or self._sql.closed:
-                    self._sql = psycopg.connect(
-                        host="127.0.0.1", port=self.db["PORT"], user="postgres", dbname=self.db["NAME"],
-                        autocommit=True, connect_timeout=3,
-                    )  # fmt: skip
-                cursor = self._sql.execute(query, args)
-                return cursor.fetchall() if cursor.description else []
-            except psycopg.OperationalError:
-                self._sql = None
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        self.sql.close()
+        if self.postgres is not None:
+            self.postgres.stop(keep_log=self.log_dir)
+        if self.broker is not None:
+            self.broker.stop()
 
     # Executions ---------------------------------------------------------------------------------
 
@@ -171,7 +160,7 @@ class Chaos:
         return ids
 
     def statuses(self, ids: list[str]) -> dict[str, str]:
-        return dict(self.sql("SELECT id, status FROM durableflow_execution WHERE id = ANY(%s)", [ids]))
+        return dict(self.sql(f"SELECT id, status FROM durableflow_execution WHERE {self.sql.among('id')}", [ids]))
 
     def drain(self, ids: list[str], timeout: float = R) -> float | None:
         """Seconds until every one of ``ids`` is finished (``None``: not within ``timeout``)."""
@@ -186,7 +175,7 @@ class Chaos:
     def held_by(self, ids: list[str], pids: list[int]) -> int:
         """How many of ``ids`` are running under a lease held by one of ``pids``."""
         rows = self.sql(
-            "SELECT lease_holder FROM durableflow_execution WHERE id = ANY(%s) AND status = 'running' "
+            f"SELECT lease_holder FROM durableflow_execution WHERE {self.sql.among('id')} AND status = 'running' "
             "AND lease_holder IS NOT NULL",
             [ids],
         )
@@ -196,10 +185,8 @@ class Chaos:
         """A pool process whose step body began in the last ``within`` seconds (so still runs)."""
         children = self.pool_children()
         rows = self.sql(
-            "SELECT pid FROM testapp_chaosledger WHERE kind = 'body' "
-            "AND at > clock_timestamp() - %s * interval '1 second' "
-            "ORDER BY at DESC",
-            [within],
+            f"SELECT pid FROM testapp_chaosledger WHERE kind = 'body' AND at > {self.sql.seconds_ago(within)} "
+            "ORDER BY at DESC"
         )
         for (pid,) in rows:
             if pid in children:

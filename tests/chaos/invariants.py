@@ -1,26 +1,27 @@
 """The promises every scenario is held to, checked in SQL once its faults stopped and its runs drained.
 
 Each check returns ``(ok, detail)``: ``detail`` counts what broke (or what was checked), so that
-the report says more than a tick. ``sql`` runs a query on the chaos database and returns its rows.
+the report says more than a tick. ``sql`` runs a query on the chaos database and returns its rows,
+and spells what PostgreSQL and SQLite spell apart (``tests/chaos/sql.py``).
 
 "No body after its record" compares the ledger's time (the database's clock when the body's
 row was inserted, in autocommit, at the body's start) with the commit time of the step's
-record (``track_commit_timestamp``; the record's ``finished_at`` where it is not known): a body
-that began after its step's record had committed ran for a step already recorded. Two bodies
-of one step that both began before the record are allowed (bodies run at least once).
+record (PostgreSQL's ``track_commit_timestamp``; the record's ``finished_at`` where it is not
+known, and on SQLite): a body that began after its step's record had committed ran for a step
+already recorded. Two bodies of one step that both began before the record are allowed
+(bodies run at least once).
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 from tests.chaos.driver import TERMINAL, Outcome
+from tests.chaos.sql import PostgresSql, SqliteSql
 
-Sql = Callable[[str, list], list[tuple]]
+Sql = PostgresSql | SqliteSql
 
 
 def no_lost_execution(sql: Sql, outcome: Outcome):
-    found = dict(sql("SELECT id, status FROM durableflow_execution WHERE id = ANY(%s)", [outcome.ids]))
+    found = dict(sql(f"SELECT id, status FROM durableflow_execution WHERE {sql.among('id')}", [outcome.ids]))
     missing = [i for i in outcome.ids if i not in found]
     unfinished = sorted(i for i, status in found.items() if status not in TERMINAL)
     return not missing and not unfinished, {"started": len(outcome.ids), "missing": len(missing),
@@ -30,19 +31,20 @@ def no_lost_execution(sql: Sql, outcome: Outcome):
 def no_expired_running_lease(sql: Sql, outcome: Outcome):
     rows = sql(
         "SELECT id FROM durableflow_execution WHERE status = 'running' "
-        "AND (lease_expires_at IS NULL OR lease_expires_at < now())",
+        f"AND (lease_expires_at IS NULL OR lease_expires_at < {sql.now})",
         [],
     )
     return not rows, {"running with an expired lease": [r[0] for r in rows][:10]}
 
 
 def one_record_per_step(sql: Sql, outcome: Outcome):
+    among = sql.among("execution_id")
     rows = sql(
-        "SELECT execution_id, key, count(*) FROM durableflow_steprecord WHERE execution_id = ANY(%s) "
+        f"SELECT execution_id, key, count(*) FROM durableflow_steprecord WHERE {among} "
         "GROUP BY execution_id, key HAVING count(*) > 1",
         [outcome.ids],
     )
-    (records,) = sql("SELECT count(*) FROM durableflow_steprecord WHERE execution_id = ANY(%s)", [outcome.ids])[0]
+    (records,) = sql(f"SELECT count(*) FROM durableflow_steprecord WHERE {among}", [outcome.ids])[0]
     return not rows, {"records": records, "duplicates": [f"{e}/{k}" for e, k, _ in rows][:10]}
 
 
@@ -50,13 +52,12 @@ def no_body_after_its_record(sql: Sql, outcome: Outcome):
     rows = sql(
         "SELECT l.execution_id, l.step, l.pid FROM testapp_chaosledger l "
         "JOIN durableflow_steprecord r ON r.execution_id = l.execution_id AND r.key = l.step "
-        "WHERE l.kind = 'body' AND l.execution_id = ANY(%s) "
-        "AND l.at > coalesce(pg_xact_commit_timestamp(r.xmin), r.finished_at)",
+        f"WHERE l.kind = 'body' AND {sql.among('l.execution_id')} AND l.at > {sql.recorded_at('r')}",
         [outcome.ids],
     )
     (bodies, again) = sql(
-        "SELECT count(*), count(*) - count(DISTINCT (execution_id, step)) FROM testapp_chaosledger "
-        "WHERE kind = 'body' AND execution_id = ANY(%s)",
+        "SELECT count(*), count(*) - count(DISTINCT execution_id || ' ' || step) FROM testapp_chaosledger "
+        f"WHERE kind = 'body' AND {sql.among('execution_id')}",
         [outcome.ids],
     )[0]
     return not rows, {"bodies": bodies, "bodies run again before the record": again,
@@ -66,14 +67,14 @@ def no_body_after_its_record(sql: Sql, outcome: Outcome):
 def _twice(sql: Sql, kind: str, outcome: Outcome) -> list[tuple]:
     """``(execution, step)`` where the ledger has more than one ``kind`` row."""
     return sql(
-        "SELECT execution_id, step FROM testapp_chaosledger WHERE kind = %s AND execution_id = ANY(%s) "
+        f"SELECT execution_id, step FROM testapp_chaosledger WHERE kind = %s AND {sql.among('execution_id')} "
         "GROUP BY execution_id, step HAVING count(*) > 1",
         [kind, outcome.ids],
     )
 
 
 def _ledger_rows(sql: Sql, kind: str, outcome: Outcome) -> int:
-    query = "SELECT count(*) FROM testapp_chaosledger WHERE kind = %s AND execution_id = ANY(%s)"
+    query = f"SELECT count(*) FROM testapp_chaosledger WHERE kind = %s AND {sql.among('execution_id')}"
     return sql(query, [kind, outcome.ids])[0][0]
 
 
@@ -81,7 +82,7 @@ def effects_at_most_once(sql: Sql, outcome: Outcome):
     rows = _twice(sql, "perform", outcome)
     # A completed run's effect was performed, once (its receipt came from that one perform).
     unperformed = sql(
-        "SELECT e.id FROM durableflow_execution e WHERE e.id = ANY(%s) AND e.status = 'completed' "
+        f"SELECT e.id FROM durableflow_execution e WHERE {sql.among('e.id')} AND e.status = 'completed' "
         "AND e.workflow = 'chaos.flow' AND NOT EXISTS (SELECT 1 FROM testapp_chaosledger l "
         "WHERE l.kind = 'perform' AND l.step = e.id || ':charge')",
         [outcome.ids],
@@ -97,7 +98,8 @@ def compensations_at_most_once(sql: Sql, outcome: Outcome):
     twice = _twice(sql, "compensate", outcome)
     # A run cancelled after its compensable step was recorded compensated it; a completed one did not.
     wrong = sql(
-        "SELECT e.id, e.status FROM durableflow_execution e WHERE e.id = ANY(%s) AND e.workflow = 'chaos.flow' AND "
+        f"SELECT e.id, e.status FROM durableflow_execution e WHERE {sql.among('e.id')} "
+        "AND e.workflow = 'chaos.flow' AND "
         "(SELECT count(*) FROM testapp_chaosledger l WHERE l.kind = 'compensate' AND l.execution_id = e.id) <> "
         "CASE WHEN e.status IN ('cancelled', 'compensated', 'compensation_failed') AND EXISTS (SELECT 1 FROM "
         "durableflow_steprecord r WHERE r.execution_id = e.id AND r.key = 'reserve') THEN 1 ELSE 0 END",
@@ -114,19 +116,22 @@ def store_counter_exact(sql: Sql, outcome: Outcome):
     if outcome.store is None:
         return True, {"store": None}
     rows = sql(
-        "SELECT (state->>'n')::int FROM durableflow_store WHERE name = 'chaos-counter' AND store_id = %s",
+        "SELECT CAST(state->>'n' AS integer) FROM durableflow_store WHERE name = 'chaos-counter' AND store_id = %s",
         [outcome.store],
     )
     value = rows[0][0] if rows else 0
     (bumps,) = sql(
-        "SELECT count(*) FROM durableflow_steprecord WHERE key = 'bump' AND execution_id = ANY(%s)", [outcome.ids]
+        f"SELECT count(*) FROM durableflow_steprecord WHERE key = 'bump' AND {sql.among('execution_id')}",
+        [outcome.ids],
     )[0]
     return value == bumps, {"counter": value, "bump records": bumps}
 
 
 def no_run_failed_by_a_fault(sql: Sql, outcome: Outcome):
-    rows = sql("SELECT id, status, error->>'code', workflow, result FROM durableflow_execution WHERE id = ANY(%s)",
-               [outcome.ids])  # fmt: skip
+    rows = sql(
+        f"SELECT id, status, error->>'code', workflow, result FROM durableflow_execution WHERE {sql.among('id')}",
+        [outcome.ids],
+    )
     from tests.testapp.chaos import expected_result
 
     wrong = []
@@ -135,7 +140,7 @@ def no_run_failed_by_a_fault(sql: Sql, outcome: Outcome):
             continue  # counted as lost
         if status not in outcome.expect[execution_id] or code not in outcome.codes[execution_id]:
             wrong.append(f"{execution_id}: {status} {code}")
-        elif status == "completed" and workflow == "chaos.flow" and result != expected_result(execution_id):
+        elif status == "completed" and workflow == "chaos.flow" and sql.json(result) != expected_result(execution_id):
             wrong.append(f"{execution_id}: completed with {result}")
     by_status: dict[str, int] = {}
     for _, status, *_ in rows:

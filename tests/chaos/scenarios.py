@@ -88,7 +88,8 @@ def kill_pool_child(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> O
     for fault, where in (("killed after a commit (by the run itself)", "after-s0"),
                          ("killed in the effect's perform (by the run itself)", "in-perform")):  # fmt: skip
         outcome.tallies[fault] = (
-            "SELECT count(*) FROM testapp_chaosledger WHERE kind = 'die' AND step = %s AND execution_id = ANY(%s)",
+            "SELECT count(*) FROM testapp_chaosledger WHERE kind = 'die' AND step = %s AND "
+            + chaos.sql.among("execution_id"),
             [where, outcome.ids],
         )
     began, kills = time.monotonic(), max(3, size.runs // 2)
@@ -157,13 +158,26 @@ def _under_way(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcom
     return outcome
 
 
-def redis_restarted_empty(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
-    """The broker SIGKILLed under running executions and started again empty 3 s later."""
+def broker_restarted_empty(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
+    """The broker SIGKILLed under running executions and started again empty 3 s later (every
+    message gone: Redis keeps none, RabbitMQ starts on a fresh data folder)."""
     outcome = _under_way(chaos, rng, size, tag)
-    chaos.redis.kill()
-    outcome.count("redis killed")
+    chaos.broker.kill()
+    outcome.count(f"{chaos.backend.name} killed")
     time.sleep(3)
-    chaos.redis.start()
+    chaos.broker.start(empty=True)
+    outcome.calm_at = time.monotonic()
+    return outcome
+
+
+def broker_restarted(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outcome:
+    """The broker SIGKILLed and started again 3 s later on its data: the durable queues come back
+    with their messages, the deliveries that were unacknowledged among them."""
+    outcome = _under_way(chaos, rng, size, tag)
+    chaos.broker.kill()
+    outcome.count(f"{chaos.backend.name} killed")
+    time.sleep(3)
+    chaos.broker.start(empty=False)
     outcome.calm_at = time.monotonic()
     return outcome
 
@@ -197,7 +211,7 @@ def poison_step(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outco
     poisoned = chaos.start(f"{tag}-poison", 1, workflow="chaos.poison")
     outcome.add(poisoned, ("failed",), ("DELIVERY_LOST",))
     outcome.tallies["deliveries killed by the poison step"] = (
-        "SELECT count(*) FROM testapp_chaosledger WHERE execution_id = %s AND step = 'poison'",
+        "SELECT count(*) FROM testapp_chaosledger WHERE execution_id = %s AND step = 'poison' AND kind = 'body'",
         poisoned,
     )
     _flow(chaos, outcome, tag, size.runs)
@@ -230,7 +244,8 @@ def cancel_storm(chaos: Chaos, rng: random.Random, size: Size, tag: str) -> Outc
 
 
 Scenario = Callable[[Chaos, random.Random, Size, str], Outcome]
-# In the order they run: the ones that restart a service come last.
+# In the order they run: the ones that restart a service come last. Each applies to every stack
+# but those in NEEDS (what the stack must offer, tests/chaos/backends.py).
 SCENARIOS: dict[str, Scenario] = {
     "duplicate-deliveries": duplicate_deliveries,
     "kill-pool-child": kill_pool_child,
@@ -240,6 +255,13 @@ SCENARIOS: dict[str, Scenario] = {
     "cancel-storm": cancel_storm,
     "terminate-connections": terminate_connections,
     "beat-stopped-then-doubled": beat_stopped_then_doubled,
-    "redis-restarted-empty": redis_restarted_empty,
+    "broker-restarted-empty": broker_restarted_empty,
+    "broker-restarted": broker_restarted,
     "postgres-restarted": postgres_restarted,
+}
+NEEDS = {
+    "terminate-connections": "postgresql",
+    "broker-restarted-empty": "broker server",
+    "broker-restarted": "durable broker",
+    "postgres-restarted": "postgresql",
 }

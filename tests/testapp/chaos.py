@@ -9,6 +9,8 @@ record committed ran twice; two performs of one effect id charged twice).
 A write that meets a dropped connection or a restarting server connects again and retries
 (the same ``nonce``, so a retried insert that did commit is not counted twice): the faults the
 suite injects must not reach the bodies as errors of their own, which would fail their runs.
+On SQLite (the embedded default) the connection is a ``sqlite3`` one to the same file, and a
+write retries while the file is locked; the row's time is then taken once the write lock is held.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import sqlite3
 import threading
 import time
 import uuid
@@ -29,43 +32,58 @@ RETRY_FOR = 90.0  # seconds a ledger write keeps retrying (longer than any fault
 
 _INSERT = (
     "INSERT INTO testapp_chaosledger (nonce, execution_id, step, kind, pid, at) "
-    "VALUES (%s, %s, %s, %s, %s, clock_timestamp()) ON CONFLICT (nonce) DO NOTHING"
+    "VALUES (%s, %s, %s, %s, %s, {now}) ON CONFLICT (nonce) DO NOTHING"
 )
+# The database's clock, in the spelling each one compares with the journal's datetimes.
+_NOW = {"postgresql": "clock_timestamp()", "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')"}
 _lock = threading.Lock()
 _connection = None
 _connection_pid = None
 
 
+def _vendor() -> str:
+    from django.db import connections
+
+    return connections["default"].vendor
+
+
 def _connect():
     """This process's ledger connection (a forked pool process makes its own)."""
     global _connection, _connection_pid
-    import psycopg
     from django.db import connections
 
-    if _connection is None or _connection_pid != os.getpid() or _connection.closed:
+    if _connection is None or _connection_pid != os.getpid():
         db = connections["default"].settings_dict
-        if db["ENGINE"] != "django.db.backends.postgresql":
-            raise RuntimeError("the chaos ledger needs PostgreSQL (run the suite with ./run chaos)")
-        _connection = psycopg.connect(
-            dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"], host=db["HOST"], port=db["PORT"],
-            autocommit=True, connect_timeout=3,
-        )  # fmt: skip
+        if _vendor() == "sqlite":
+            _connection = sqlite3.connect(db["NAME"], timeout=20, isolation_level=None)
+        elif _vendor() == "postgresql":
+            import psycopg
+
+            _connection = psycopg.connect(
+                dbname=db["NAME"], user=db["USER"], password=db["PASSWORD"], host=db["HOST"], port=db["PORT"],
+                autocommit=True, connect_timeout=3,
+            )  # fmt: skip
+        else:
+            raise RuntimeError("the chaos ledger needs PostgreSQL or SQLite (run the suite with ./run chaos)")
         _connection_pid = os.getpid()
     return _connection
 
 
 def _sql(query: str, args: list):
     """Run ``query`` on the ledger connection, again on a new one while the database is away."""
+    global _connection
     import psycopg
 
+    if _vendor() == "sqlite":
+        query = query.replace("%s", "?")
     deadline = time.monotonic() + RETRY_FOR
     while True:
         try:
             with _lock:
                 cursor = _connect().execute(query, args)
                 return cursor.fetchall() if cursor.description else None
-        except psycopg.OperationalError:
-            global _connection
+        except (psycopg.OperationalError, sqlite3.OperationalError):
+            # A dropped PostgreSQL connection, or a SQLite file locked for longer than the timeout.
             _connection = None
             if time.monotonic() > deadline:
                 raise
@@ -73,7 +91,7 @@ def _sql(query: str, args: list):
 
 
 def note(execution_id: str, step: str, kind: str) -> None:
-    _sql(_INSERT, [uuid.uuid4().hex, execution_id, step, kind, os.getpid()])
+    _sql(_INSERT.format(now=_NOW[_vendor()]), [uuid.uuid4().hex, execution_id, step, kind, os.getpid()])
 
 
 def noted(execution_id: str, step: str, kind: str) -> int:
