@@ -24,7 +24,7 @@ from durableflow.registry import registry
 
 LEASE_SECONDS = 60
 # Claims record no holder: a delivery a test makes "crash" (raising out of it, in this process)
-# stands for one on another machine, whose lease is waited out. tests/test_holders.py gives
+# stands for one on another machine, whose lease is waited out. tests/engine/test_holders.py gives
 # the engine holders of its own to show how those on this machine are taken over.
 SETTINGS = EngineSettings(lease_seconds=LEASE_SECONDS, default_queue="contract-suite", holders=Holders(None))
 
