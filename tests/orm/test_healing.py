@@ -52,6 +52,7 @@ def test_heal_drops_a_connection_the_driver_knows_is_broken(live_db):
 
 
 def test_heal_keeps_a_working_connection(live_db):
+    connection.close()  # a new one: the session's may be older than CONN_MAX_AGE by now, and obsolete
     connection.ensure_connection()
     raw = connection.connection
 
