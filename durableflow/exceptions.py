@@ -2,7 +2,7 @@
 
 Every class carries a stable ``code`` string (the API and the journal speak in codes)
 and a message that names the likely cause. ``CODES`` below is the one list of codes: every
-code the package raises or records is in it (``tests/test_error_codes.py`` checks the
+code the package raises or records is in it (``tests/engine/test_error_codes.py`` checks the
 source), and this tree names the class that carries each::
 
     DurableflowError              DURABLEFLOW_ERROR

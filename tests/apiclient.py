@@ -1,11 +1,11 @@
-"""Calling the REST API from tests: a JSON client and users with exactly one permission."""
+"""Calling the REST API from tests: a JSON client and users with exactly one permission (the
+fixtures, ``api`` and ``no_send``, are in ``tests/api/conftest.py``)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import pytest
 from django.test import Client
 
 PREFIX = "/api/durableflow/"
@@ -45,22 +45,6 @@ def make_user(django_user_model, name: str, *permissions: str, staff: bool = Fal
     granted = Permission.objects.filter(content_type__app_label="durableflow", codename__in=permissions)
     user.user_permissions.set(granted)
     return user
-
-
-@pytest.fixture
-def no_send(monkeypatch):
-    """Wake-ups are recorded instead of sent (no worker in these tests)."""
-    from durableflow import dispatch
-
-    sent: list[tuple] = []
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append((task, *args, queue)) or True)
-    return sent
-
-
-@pytest.fixture
-def api(db, client, django_user_model, no_send) -> Api:
-    """A superuser's client (who holds every permission)."""
-    return Api(client).login(make_user(django_user_model, "root", superuser=True))
 
 
 def error(response, status: int, code: str) -> dict[str, Any]:

@@ -126,7 +126,7 @@ class Cluster:
                 "--pool",
                 "prefork",
                 "-n",
-                # The test process's pid too: a nested session's workers (tests/test_routing.py)
+                # The test process's pid too: a nested session's workers (tests/live/test_routing.py)
                 # must not share a node name, whose control queue RabbitMQ holds exclusively.
                 f"{name}-{os.getpid()}@%h",
                 "-l",

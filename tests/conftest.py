@@ -1,18 +1,32 @@
-"""Fixtures: the live database, real worker processes, and unique names.
+"""Fixtures for every folder: the live database, real worker processes, the contract harness.
+
+The tests are in folders by the part they hold to account, each with a ``conftest.py`` saying
+what belongs there and holding its fixtures (a test module never imports a fixture):
+``engine/`` (the verbs in the test process), ``orm/`` (the Django/PostgreSQL adapter),
+``contract/`` (every verb on both storages: ``backend``), ``documents/``, ``api/``, ``admin/``,
+``live/`` (real worker processes), ``docs/``, ``repository/`` (the layers, the package, the
+benchmarks), ``chaos/`` (``./run chaos`` only). The helpers they share stay here at the top
+(``helpers.py``, ``cluster.py``, ``harness.py``, ``testapp/``...).
 
 Integration tests share one database with worker processes, so they commit for real
-(``live_db``) and tell their rows apart by unique ids instead of truncating tables.
+(``live_db``) and tell their rows apart by unique ids instead of truncating tables. Every test
+that starts workers (``cluster``, ``workers``) is marked ``integration``
+(``tests/repository/test_markers.py`` holds every folder to it).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.cluster import ROOT, Cluster, Process, wait_for
-from tests.docs_blocks import built_site  # noqa: F401 - session fixtures: built once
-from tests.newproject import dist, source  # noqa: F401
+from tests.newproject import run
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +71,8 @@ def no_lease_left_held():
 
 @pytest.fixture(params=["memory", "orm"])
 def backend(request):
-    """The engine over each storage, for the contract tests that hold both to one behaviour."""
+    """The engine over each storage, for the contract tests that hold both to one behaviour
+    (the in-memory side is the shipped ``WorkflowTester``: ``tests/harness.py``)."""
     from tests.harness import MemoryHarness, OrmHarness
 
     if request.param == "orm":
@@ -161,3 +176,45 @@ def workers(cluster):
     started = Workers(cluster)
     yield started
     started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's), for the admin's and the documentation's browser tests."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an asyncio loop registered as running in this thread, so
+    # Django refuses ORM calls here (SynchronousOnlyOperation) unless told that this blocking
+    # use is intended; nothing in the test runs on that loop.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            try:
+                yield chromium
+            finally:
+                chromium.close()
+
+
+# A fresh clone and the wheel built from it (the packaging test, the tutorial's): built once --------
+
+
+@pytest.fixture(scope="session")
+def source(tmp_path_factory) -> Path:
+    """The files a fresh clone has (what git tracks), nothing of this checkout's state."""
+    clone = tmp_path_factory.mktemp("clone")
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in tracked.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
+    return clone
+
+
+@pytest.fixture(scope="session")
+def dist(source, tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    run([sys.executable, "-m", "build", "--outdir", out, source], cwd=source)
+    (wheel,) = out.glob("durableflow-*.whl")
+    (sdist,) = out.glob("durableflow-*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}

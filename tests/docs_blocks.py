@@ -7,14 +7,9 @@ file it belongs to, or ``python manage.py shell``) and its text, with pymdownx.s
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from tests.cluster import ROOT
 
@@ -84,18 +79,3 @@ def marked_block(page: str, name: str) -> str:
 
 def page_path(page: str) -> Path:
     return DOCS / page
-
-
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory) -> tuple[Path, str]:
-    """``mkdocs build --strict`` into a temporary folder: the site, and what the build printed."""
-    site = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)  # the build sets up its own, smallest project
-    finished = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    log = finished.stdout + finished.stderr
-    assert finished.returncode == 0, log
-    return site, log

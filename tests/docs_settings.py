@@ -1,4 +1,4 @@
-"""Settings of the worker that runs the how-to guides' workflows (``tests/test_docs_howto.py``).
+"""Settings of the worker that runs the how-to guides' workflows (``tests/docs/test_docs_howto.py``).
 
 The test settings, plus the app that imports the guides' modules, and their own queue, so that
 the session's other worker (which does not have those modules) never takes their deliveries.

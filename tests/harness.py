@@ -1,8 +1,10 @@
 """One driving interface over both storages, for the contract suite.
 
 Every verb runs through the same ``Engine``; only the storage differs (in memory, or the
-ORM on SQLite / PostgreSQL). Deliveries run in the test process, one at a time, under the
-test's control; time moves only when a test says so (the in-memory clock, or an offset
+ORM on SQLite / PostgreSQL). The verbs are the shipped ``WorkflowTester``'s: the memory side
+is a ``WorkflowTester``, the ORM side the same tester over the ORM storage, so the whole
+contract suite holds the tester too. Deliveries run in the test process, one at a time, under
+the test's control; time moves only when a test says so (the in-memory clock, or an offset
 added to the database clock).
 """
 
@@ -15,70 +17,53 @@ from typing import Any
 from django.utils import timezone
 
 from durableflow.engine.holders import Holders
-from durableflow.engine.memory import InMemoryStorage, ManualClock
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.settings import EngineSettings
 from durableflow.engine.states import TERMINAL, ExecutionStatus
 from durableflow.engine.verbs import Engine
 from durableflow.registry import registry
+from durableflow.testing import WorkflowTester
 
 LEASE_SECONDS = 60
 # Claims record no holder: a delivery a test makes "crash" (raising out of it, in this process)
-# stands for one on another machine, whose lease is waited out. tests/test_holders.py gives
+# stands for one on another machine, whose lease is waited out. tests/engine/test_holders.py gives
 # the engine holders of its own to show how those on this machine are taken over.
 SETTINGS = EngineSettings(lease_seconds=LEASE_SECONDS, default_queue="contract-suite", holders=Holders(None))
 
 
 class Harness:
+    """A ``WorkflowTester`` (``self.tester``) with what the contract tests add: ``start`` answers
+    the new id, ``run`` drives one execution until it ends or blocks, claims by hand
+    (``journal``), writes behind the engine's back (``inject``) and the storage's own rows.
+    Every other verb and reading (``deliver``, ``get``, ``cancel``, ``records``, ``sweep``,
+    ``send_event``...) is the tester's, and ``storage`` and ``engine`` are its own."""
+
     name = ""
 
-    def __init__(self, storage) -> None:
-        self.storage = storage
-        self.engine = Engine(storage, registry, SETTINGS)
+    def __init__(self, tester: WorkflowTester) -> None:
+        self.tester = tester
         self._journals: list = []
 
-    # the verbs, the same for both -------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name == "tester":  # not set yet: no recursion while the harness is being built
+            raise AttributeError(name)
+        return getattr(self.tester, name)
+
+    @property
+    def engine(self) -> Engine:
+        return self.tester.engine
+
+    @engine.setter
+    def engine(self, engine: Engine) -> None:  # a test's own settings: the tester's verbs run on them
+        self.tester.engine = engine
 
     def start(self, workflow, params=None, **kwargs) -> str:
-        return self.engine.start(workflow, params, **kwargs)[0].id
+        return self.tester.start(workflow, params, **kwargs).id
 
     def journal(self, execution_id: str):
         journal = self.engine.journal(execution_id)
         self._journals.append(journal)
         return journal
-
-    def deliver(self, execution_id: str) -> str:
-        return self.engine.deliver(execution_id)
-
-    def get(self, execution_id: str):
-        return self.engine.get(execution_id)
-
-    def records(self, execution_id: str) -> list[StepRecordData]:
-        return self.storage.steps(execution_id)
-
-    def cancel(self, execution_id: str, reason: str | None = None):
-        return self.engine.cancel(execution_id, reason)
-
-    def retry(self, execution_id: str):
-        return self.engine.retry(execution_id)
-
-    def rerun(self, execution_id: str):
-        return self.engine.rerun(execution_id)
-
-    def fork(self, execution_id: str, *, from_step: str):
-        return self.engine.fork(execution_id, from_step=from_step)
-
-    def sweep(self) -> dict[str, int]:
-        return self.engine.sweep()
-
-    def send_event(self, event_type: str, payload=None, event_id: str | None = None) -> int:
-        return self.engine.send_event(event_type, payload, event_id)
-
-    def signal(self, execution_id: str, name: str, payload=None) -> int:
-        return self.engine.signal(execution_id, name, payload)
-
-    def complete_token(self, token: str, payload=None) -> int:
-        return self.engine.complete_token(token, payload)
 
     def run_items(self, execution_id: str) -> list[str]:
         """Run the item tasks sent for ``execution_id`` (what a worker on their queue would do)."""
@@ -117,8 +102,7 @@ class MemoryHarness(Harness):
     name = "memory"
 
     def __init__(self) -> None:
-        self.clock = ManualClock()
-        super().__init__(InMemoryStorage(self.clock))
+        super().__init__(WorkflowTester(registry, settings=SETTINGS))
 
     def inject(self, execution_id: str, record: StepRecordData) -> None:
         """Write a record behind the engine's back (another delivery's write)."""
@@ -138,9 +122,6 @@ class MemoryHarness(Harness):
         """The rate limit's rows for ``key``, in request order: (execution id, step key, units, admitted)."""
         return [(a.execution_id, a.step_key, a.units, a.admitted_at is not None) for a in self.storage.admissions(key)]
 
-    def advance(self, seconds: float) -> None:
-        self.clock.advance(seconds)
-
     def now(self) -> datetime:
         return self.clock()
 
@@ -149,9 +130,7 @@ class OrmHarness(Harness):
     name = "orm"
 
     def __init__(self) -> None:
-        from durableflow.orm import OrmStorage
-
-        super().__init__(OrmStorage())
+        super().__init__(_OrmTester())
 
     def inject(self, execution_id: str, record: StepRecordData) -> None:
         from durableflow.models import StepRecord
@@ -180,3 +159,15 @@ class OrmHarness(Harness):
 
     def now(self) -> datetime:
         return timezone.now() + self.storage.offset
+
+
+class _OrmTester(WorkflowTester):
+    """``WorkflowTester``'s verbs over the ORM storage: the same engine, settings and registry
+    as the memory side's, on the test database (whose clock ``OrmHarness.advance`` moves)."""
+
+    def __init__(self) -> None:
+        from durableflow.orm import OrmStorage
+
+        super().__init__(registry, settings=SETTINGS)
+        self.storage = OrmStorage()
+        self.engine = Engine(self.storage, self.engine.registry, self.engine.settings)

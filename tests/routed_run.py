@@ -1,4 +1,4 @@
-"""Run by tests/test_routing.py in its own pytest process, with DURABLEFLOW_TEST_ROUTED=1:
+"""Run by tests/live/test_routing.py in its own pytest process, with DURABLEFLOW_TEST_ROUTED=1:
 durableflow's tables live in the ``durableflow`` alias, the project's in ``default``.
 
 Not collected by the normal run (the file name does not start with ``test_``).

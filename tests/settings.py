@@ -21,7 +21,7 @@ if os.environ.get("DURABLEFLOW_TEST_DB_NAME"):
     DATABASES["default"]["NAME"] = os.environ["DURABLEFLOW_TEST_DB_NAME"]
 
 # DURABLEFLOW_TEST_ROUTED=1: durableflow's tables live in a second alias, chosen by a router
-# (tests/test_routing.py runs a workflow on real workers so).
+# (tests/live/test_routing.py runs a workflow on real workers so).
 if os.environ.get("DURABLEFLOW_TEST_ROUTED"):
     _second = {**DATABASES["default"], "TEST": {}}
     if _second["ENGINE"] == "django.db.backends.sqlite3":

@@ -2,7 +2,7 @@
 
 The ORM storage returns model instances, the in-memory one dataclasses
 (``durableflow.engine.memory``); both are checked against these protocols by the type checker
-(``tests/test_types.py``). A row is a snapshot: changing its attributes changes nothing stored,
+(``tests/repository/test_architecture.py``). A row is a snapshot: changing its attributes changes nothing stored,
 the storage's conditional writes do.
 """
 

@@ -1,7 +1,7 @@
 """Every part of Django's database layer and of psycopg that durableflow uses beyond their
 documented API, in this one module.
 
-``tests/test_backend_internals.py`` checks each of them (``INTERNALS``) on the installed Django
+``tests/orm/test_backend_internals.py`` checks each of them (``INTERNALS``) on the installed Django
 and psycopg, so that a release that changes one fails that test by name rather than a delivery.
 The architecture test rejects these names anywhere else in the package.
 

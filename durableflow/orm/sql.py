@@ -219,7 +219,7 @@ class Statements:
     def hot_path(self) -> dict[str, str]:
         """The statements of a one-step delivery, by name, as this vendor runs them: the claim,
         the journal read, the fenced step INSERT and the completed outcome. Written out, formatted,
-        in ``durableflow/orm/statements/<vendor>.sql`` (``tests/test_sql_text.py`` keeps that file
+        in ``durableflow/orm/statements/<vendor>.sql`` (``tests/orm/test_sql_text.py`` keeps that file
         equal to what is built here, so that a change to the hot path shows in review as SQL)."""
         from durableflow.engine.records import Completed, outcome_fields
 

@@ -1,4 +1,4 @@
-"""Workflows whose code changes with a deploy (``tests/test_deploys_live.py``).
+"""Workflows whose code changes with a deploy (``tests/live/test_deploys_live.py``).
 
 ``DURABLEFLOW_TEST_DEPLOY=after`` in a worker's environment registers the code after the deploy:
 ``t.deploy-patched`` gains a step behind ``ctx.patched("audit")``, and ``t.deploy-versions``

@@ -1,4 +1,4 @@
-"""Workflows whose step bodies run past their ``timeout=``, for tests/test_timeouts.py."""
+"""Workflows whose step bodies run past their ``timeout=``, for tests/engine/test_timeouts.py."""
 
 import time
 

@@ -1,6 +1,6 @@
 """A traced run on real workers: with ``DURABLEFLOW_TEST_SPANS`` set (a folder), the process sets
 an OpenTelemetry SDK provider whose in-memory exporter also appends each finished span, as one
-JSON line, to ``<folder>/<pid>.jsonl``, for the test process to read (tests/test_tracing_live.py)."""
+JSON line, to ``<folder>/<pid>.jsonl``, for the test process to read (tests/live/test_tracing_live.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Workflows with transactional steps, run by real worker processes (tests/test_transactions_live.py).
+"""Workflows with transactional steps, run by real worker processes (tests/live/test_transactions_live.py).
 
 Their bodies write project models inside the step's transaction. What a test must see from
 outside while a body is still running (it cannot see uncommitted rows) goes to files in a

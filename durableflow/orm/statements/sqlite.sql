@@ -1,4 +1,4 @@
--- The statements of a one-step delivery on sqlite, written by tests/test_sql_text.py.
+-- The statements of a one-step delivery on sqlite, written by tests/orm/test_sql_text.py.
 
 -- claim
 UPDATE "durableflow_execution"
