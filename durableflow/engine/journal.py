@@ -83,9 +83,11 @@ class Journal:
             row = self._take_over()
             if row is None:
                 return None
+        # The delivery's clock starts from the claim's database time, read as close to it as
+        # this process can: before the heartbeat is set up, so that it lags the database less.
+        self._clock = (row.now, self.storage.monotonic())
         holders.hold(self.token)
         self._lease = self.storage.keep_lease(self.execution_id, self.token, self.lease_seconds)
-        self._clock = (row.now, self.storage.monotonic())
         execution = row.execution
         self.queue = execution["queue"]
         self.claimed = Claim(
