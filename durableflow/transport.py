@@ -7,7 +7,8 @@ the system temporary folder, which may be another filesystem (a copy, not a clai
 
 Here a message is written under a hidden name and renamed into the queue (readers never
 see it half-written), and a consumer claims a message by renaming it into the processed
-folder, which must be on the same filesystem (one consumer wins the rename).
+folder, which must be on the same filesystem (one consumer wins the rename). An exchange's
+table of bindings is read and written under its lock, never truncated by a second binder.
 
 kombu's transport is also synchronous, so a Celery worker on it runs its blocking loop,
 whose prefork pool shares one in-queue pipe and one lock among its children: an idle child
@@ -119,6 +120,47 @@ class Channel(filesystem.Channel):
             os.replace(hidden, os.path.join(self.data_folder_out, name))
         except OSError as exc:
             raise filesystem.ChannelError(f"Cannot add message {name!r} to {self.data_folder_out!r}") from exc
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        # kombu's creates the exchange's table file empty ("wb": truncating what another process
+        # just wrote) and locks it only after opening, so a process binding at the same moment
+        # reads it empty (JSONDecodeError) or loses the other's binding. Here the file is opened
+        # without truncating, locked, then read (empty: no binding yet) and rewritten whole.
+        file = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        try:
+            fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise filesystem.ChannelError(f"Cannot open {file}") from exc
+        with os.fdopen(fd, "rb+", buffering=0) as f:
+            filesystem.lock(f, filesystem.LOCK_EX)
+            try:
+                text = bytes_to_str(f.read())
+                bindings = [filesystem.exchange_queue_t(*b) for b in loads(text)] if text.strip() else []
+                if binding not in bindings:
+                    bindings.insert(0, binding)
+                    f.seek(0)
+                    f.truncate()
+                    f.write(str_to_bytes(dumps(bindings)))
+            finally:
+                filesystem.unlock(f)
+
+    def get_table(self, exchange):
+        # A table file created by a binding that has not written it yet is an empty table.
+        file = self._exchange_file(exchange)
+        try:
+            with file.open("r") as f:
+                filesystem.lock(f, filesystem.LOCK_SH)
+                try:
+                    text = bytes_to_str(f.read())
+                finally:
+                    filesystem.unlock(f)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise filesystem.ChannelError(f"Cannot open {file}") from exc
+        return [filesystem.exchange_queue_t(*b) for b in loads(text)] if text.strip() else []
 
     def _get(self, queue):
         wanted = f"{queue}.msg"

@@ -64,6 +64,34 @@ def test_concurrent_producers_and_consumers_see_every_message_once_and_whole(tmp
     assert list((tmp_path / "queue").iterdir()) == []
 
 
+EXCHANGES = 300
+
+
+def _bind(folder: str, queue: str, start) -> None:
+    with _connection(folder) as conn:
+        channel = conn.default_channel
+        start.wait(30)
+        for n in range(EXCHANGES):  # each a new exchange that the other processes bind too
+            channel._queue_bind(f"shared-{n}", queue, None, queue)
+
+
+def test_processes_binding_one_exchange_at_once_each_keep_their_binding(tmp_path):
+    for sub in ("queue", "processed", "control"):
+        (tmp_path / sub).mkdir()
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    binders = [context.Process(target=_bind, args=(str(tmp_path), f"q{n}", start)) for n in range(8)]
+    for process in binders:
+        process.start()
+    start.set()  # all at once, on an exchange none has bound yet
+    for process in binders:
+        process.join(timeout=60)
+        assert process.exitcode == 0
+    with _connection(str(tmp_path)) as conn:
+        tables = [conn.default_channel.get_table(f"shared-{n}") for n in range(EXCHANGES)]
+    assert [sorted(binding.queue for binding in table) for table in tables] == [[f"q{n}" for n in range(8)]] * EXCHANGES
+
+
 @pytest.fixture(params=["watched", "polled"])
 def looks(request, monkeypatch):
     """How a worker's loop finds new messages: woken by inotify, or looking every polling_interval."""
