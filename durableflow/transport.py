@@ -126,7 +126,7 @@ class Channel(filesystem.Channel):
         # just wrote) and locks it only after opening, so a process binding at the same moment
         # reads it empty (JSONDecodeError) or loses the other's binding. Here the file is opened
         # without truncating, locked, then read (empty: no binding yet) and rewritten whole.
-        file = self._exchange_file(exchange)
+        file = self._table_file(exchange)
         self.control_folder.mkdir(exist_ok=True)
         binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
         try:
@@ -146,9 +146,22 @@ class Channel(filesystem.Channel):
             finally:
                 filesystem.unlock(f)
 
+    def _table_file(self, exchange: str):
+        """Where kombu keeps the exchange's table (``""``, the default exchange, included); a name
+        that would leave the control folder or name a directory is refused, as kombu refuses it."""
+        file = self.control_folder / f"{exchange}.exchange"
+        if (
+            not isinstance(exchange, str)
+            or os.sep in exchange
+            or file.parent != self.control_folder
+            or (exchange and not exchange.strip("."))
+        ):
+            raise filesystem.ChannelError(f"Invalid exchange name: {exchange!r}")
+        return file
+
     def get_table(self, exchange):
         # A table file created by a binding that has not written it yet is an empty table.
-        file = self._exchange_file(exchange)
+        file = self._table_file(exchange)
         try:
             with file.open("r") as f:
                 filesystem.lock(f, filesystem.LOCK_SH)
