@@ -280,7 +280,7 @@ class Journal:
         if fields["status"] in TERMINAL:
             self._announce(observing.FINISHED, status=fields["status"], error=fields.get("error"))
             if row.watched and self.engine is not None:
-                self.engine.finished(self.execution_id)
+                self.engine.finished(self.execution_id, fields)
         return outcome
 
     def _written(self, record: StepRecordData) -> None:

@@ -66,6 +66,7 @@ class WaiterRow(Protocol):
     match: Any
     status: str
     event_id: int | None  # the event that satisfied it
+    settles: bool  # whoever satisfies it may complete its step's record
     created_at: datetime | None
     deadline_at: datetime | None
     resolved_at: datetime | None

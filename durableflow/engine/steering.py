@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from durableflow.engine.rows import ExecutionRow
     from durableflow.engine.verbs import Engine
 
-__all__ = ["Steering", "is_stalled", "OUTCOME_FIELDS"]
+__all__ = ["Steering", "is_stalled", "wake_moves", "nameable", "OUTCOME_FIELDS"]
 
 # What ``outcome`` and ``final`` read of an execution: a waiting caller reads no more.
 OUTCOME_FIELDS = ("id", "status", "result", "error", "continued_as")
@@ -33,6 +33,25 @@ logger = logs.logger("durableflow")
 
 S = ExecutionStatus
 _WAKEABLE = sources_for(S.PENDING) & DUE_ONLY
+
+
+def wake_moves() -> dict[str, dict[str, Any]]:
+    """What a wake-up writes, by the status it finds (``mark_executions``): a waiting execution
+    becomes pending (its delivery is sent); one running now may suspend on what it read before
+    this wake-up, so the wake-up is remembered on its row and its outcome becomes a replay
+    (``Journal.finish``). Both kinds of rows are locked together, so none can move from one to
+    the other unseen."""
+    moves: dict[str, dict[str, Any]] = {
+        status: {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW} for status in _WAKEABLE
+    }
+    moves.update({status: {"wake_pending": True} for status in LEASED})
+    return moves
+
+
+def nameable(execution_id: Any) -> bool:
+    """Whether ``execution_id`` is an id a start can have written (else it names nothing: a NUL
+    would be a database error on PostgreSQL and a plain miss on SQLite; it is a miss everywhere)."""
+    return isinstance(execution_id, str) and len(execution_id) <= MAX_ID_LENGTH and values.text_fault(execution_id) is None
 
 
 def is_stalled(execution: Any) -> bool:
@@ -44,9 +63,7 @@ class Steering:
     """The steering verbs (a mixin of ``Engine``)."""
 
     def get(self: Engine, execution_id: str, fields: tuple[str, ...] | None = None) -> ExecutionRow:
-        # An id no start can have written is not looked up: a NUL would be a database error
-        # on PostgreSQL and a plain miss on SQLite; it is a miss everywhere.
-        if not isinstance(execution_id, str) or len(execution_id) > MAX_ID_LENGTH or values.text_fault(execution_id):
+        if not nameable(execution_id):
             raise exceptions.ExecutionNotFound(message=f"no execution {execution_id!r}")
         execution = self.storage.get_execution(execution_id, fields)
         if execution is None:
@@ -189,17 +206,21 @@ class Steering:
         delivered again at once rather than left waiting for what already happened. Returns
         the ids moved to ``pending``.
         """
-        moves = {status: {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW} for status in _WAKEABLE}
-        # One running now may suspend on what it read before this wake-up: remember the wake-up
-        # on its row, and its outcome becomes a replay (Journal.finish). Both kinds of rows are
-        # locked together, so none can move from one to the other unseen.
-        moves.update({status: {"wake_pending": True} for status in LEASED})
-        woken = []
-        for execution_id, queue, status in self.storage.mark_executions(execution_ids, moves):
+        return self.deliver_woken(self.storage.mark_executions(execution_ids, wake_moves()))
+
+    def deliver_woken(self: Engine, moved: Iterable[tuple[str, str, str]]) -> list[str]:
+        """Ask for the deliveries of the executions ``wake_moves`` moved to ``pending`` (``moved``:
+        what ``mark_executions`` returned), once the transaction commits; their ids."""
+        by_queue: dict[str, list[str]] = {}
+        for execution_id, queue, status in moved:
             if status in _WAKEABLE:
-                self.storage.enqueue(names.DELIVER, (execution_id,), queue)
-                woken.append(execution_id)
-        return woken
+                by_queue.setdefault(queue, []).append(execution_id)
+        for queue, ids in by_queue.items():
+            if len(ids) == 1:
+                self.storage.enqueue(names.DELIVER, (ids[0],), queue)
+            else:
+                self.storage.enqueue_many(names.DELIVER, [(execution_id,) for execution_id in ids], queue)
+        return [execution_id for ids in by_queue.values() for execution_id in ids]
 
     def outcome(self: Engine, execution: Any) -> tuple[bool, Any]:
         """``(True, result)`` for a completed execution, ``(False, None)`` for an unfinished one.

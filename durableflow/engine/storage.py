@@ -43,7 +43,7 @@ Failures
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
@@ -67,6 +67,9 @@ __all__ = [
     "CONSUMED",
     "ClaimRow",
     "OutcomeRow",
+    "Owner",
+    "Satisfaction",
+    "Satisfied",
     "LeaseHandle",
     "Storage",
 ]
@@ -104,6 +107,46 @@ class OutcomeRow:
 
     watched: bool  # a wait is registered on this execution's end
     woken: bool = False  # a wake-up arrived meanwhile: the ``if_woken`` fields were written
+
+
+@dataclass(frozen=True)
+class Owner:
+    """How ``satisfy_waits`` names the execution an event belongs to (a signal's addressee, a
+    token's owner): the execution of the earliest open waiter of the event's (kind, name) if
+    ``waiting``; else the first of ``candidates`` (execution id, step key) whose execution's status
+    is in ``statuses`` and that has no waiter at that key (a key of ``None``: any). Without one,
+    nothing is stored."""
+
+    candidates: tuple[tuple[str, str | None], ...] = ()
+    statuses: frozenset[str] = frozenset()
+    waiting: bool = False
+    addressed: bool = False  # only the owner's waiters may take the event (signals)
+
+
+@dataclass(frozen=True)
+class Satisfaction:
+    """What ``satisfy_waits`` is asked to do (see its contract)."""
+
+    kind: str  # the waiters' kind: event, signal, token or child
+    target: str  # their target: the event type, signal name, token, or the execution waited for
+    lock: str  # the ``lock_waits`` key the registrars of those waiters take
+    settle: dict[str, Any]  # the fields of a settled step record (its ``meta`` is merged into the record's)
+    moves: dict[str, dict[str, Any]]  # the woken executions' fields by status, as ``mark_executions``
+    event: dict[str, Any] | None = None  # the event to store first (its fields), or None (a child's end)
+    owner: Owner | None = None  # how the event's execution is named (None: the event has none)
+    payload: Any = None  # what the waiters' ``match`` must be contained in (events)
+
+
+@dataclass
+class Satisfied:
+    """What ``satisfy_waits`` did."""
+
+    repeat: bool = False  # the event's (kind, event_id) was taken: nothing was stored or satisfied
+    owner: str | None = None  # the event's execution, as ``Owner`` named it
+    event: int | None = None  # the stored event's id
+    taken: int = 0  # the waiters satisfied
+    moved: list[tuple[str, str, str]] = field(default_factory=list)  # as ``mark_executions``: (id, queue, status)
+    unsure: bool = False  # open waiters whose ``match`` the storage could not judge were left open
 
 
 class LeaseHandle(Protocol):
@@ -265,6 +308,26 @@ class Storage(Protocol):
 
     def update_waiter(self, waiter_id: int, fields: dict[str, Any], *, statuses: Iterable[str]) -> int:
         """Conditional on the waiter's status; a count."""
+
+    def lock_waits(self, kind: str, key: str) -> None:
+        """Serialise, until the current transaction ends, the registrars of waiters of ``kind`` on
+        ``key`` (``waits.lock_key``) and the ``satisfy_waits`` that may satisfy them (an advisory
+        lock where the database has one; SQLite's IMMEDIATE transactions and the memory storage's
+        lock serialise writers already)."""
+
+    def satisfy_waits(self, request: Satisfaction) -> Satisfied | None:
+        """In one transaction (the caller's, if one is open) under ``lock_waits(kind, lock)``:
+        store ``request.event`` (nothing more if its (kind, event_id) is taken: ``repeat``), with
+        the execution ``request.owner`` names (nothing at all if it names none: ``owner`` None);
+        give it to every open waiter of (kind, target) (of the owner only, if ``addressed``) whose
+        ``match`` contains ``request.payload`` (``waits.contains``), the earliest waiter of each
+        execution (without an event: close them all, satisfied); complete the step records of the
+        waiters taken that ``settle`` while they are waiting, with the ``settle`` fields (its
+        ``meta`` merged into theirs); and move their executions by ``moves``. ``unsure``: open
+        waiters whose ``match`` this storage cannot judge were left to the caller.
+
+        ``None``: this storage offers no such single round trip; the caller does the same step by
+        step (``durableflow.engine.waits.satisfy_steps``)."""
 
     def add_event(self, fields: dict[str, Any]) -> EventRow | None:
         """Insert an event (or signal, or token completion); ``None`` if its (kind, event_id) is taken."""

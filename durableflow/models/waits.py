@@ -68,6 +68,9 @@ class Waiter(models.Model):
     status = models.CharField(max_length=16, choices=[(s, s) for s in W.choices], default=W.OPEN)
     # The event that satisfied it (events, signals, tokens).
     event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="consumers")
+    # Whoever satisfies it may complete its step's record (a publisher, a child that completed),
+    # so that the woken delivery replays it instead of reading the waiter and the event.
+    settles = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(db_default=Now())
     deadline_at = models.DateTimeField(null=True, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)

@@ -28,14 +28,25 @@ Errors are raised as Django's database errors, and query logging (``CaptureQueri
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import selectors
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from django.db.backends.utils import CursorDebugWrapper, CursorWrapper
 
-__all__ = ["INTERNALS", "driver", "in_transaction", "has_execute_wrappers", "db_converters", "cursor", "possible", "run"]
+__all__ = [
+    "INTERNALS",
+    "driver",
+    "in_transaction",
+    "has_execute_wrappers",
+    "db_converters",
+    "cursor",
+    "pipeline",
+    "possible",
+    "run",
+]
 
 # (what, where) for each undocumented name used here: the test checks every one exists.
 INTERNALS = (
@@ -73,6 +84,16 @@ def has_execute_wrappers(connection) -> bool:
 def db_converters(connection, column) -> list:
     """The converters Django applies to ``column``'s values read on ``connection``."""
     return connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+
+
+@contextlib.contextmanager
+def pipeline(connection) -> Iterator[None]:
+    """psycopg's pipeline on Django's ``connection``: the statements executed in the block are
+    sent together and their results read at its end (one round trip); outside a transaction,
+    they are one transaction, committed at the end. Errors are raised as Django's."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, driver(connection).pipeline():
+        yield
 
 
 def possible(connection) -> bool:

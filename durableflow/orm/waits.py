@@ -16,14 +16,17 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 
 from durableflow.engine.rows import WaiterRow
 from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
-from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
+from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN, Satisfaction, Satisfied
 from durableflow.models import Event, Execution, Waiter
 from durableflow.orm import backend
 from durableflow.orm.core import OrmCore
+from durableflow.orm.satisfying import LOCK_CLASS, SatisfyStatements, lock_sql
+from durableflow.orm.sql import statements
 
 __all__ = ["OrmWaits"]
 
 W = WaiterStatus
+_satisfying: dict[str, SatisfyStatements] = {}  # by database alias
 
 
 class OrmWaits(OrmCore):
@@ -70,6 +73,30 @@ class OrmWaits(OrmCore):
 
     def update_waiter(self, waiter_id: int, values: dict[str, Any], *, statuses: Iterable[str]) -> int:
         return self._wait_rows().filter(pk=waiter_id, status__in=list(statuses)).update(**self._values(values))
+
+    def lock_waits(self, kind: str, key: str) -> None:
+        if self.connection.vendor != "postgresql":
+            return  # SQLite's IMMEDIATE transactions take the write lock at BEGIN
+        _, cursor = self._sql()
+        cursor.execute(lock_sql, {"lock_class": LOCK_CLASS, "lock_kind": kind, "lock": key})
+
+    def satisfy_waits(self, request: Satisfaction) -> Satisfied | None:
+        connection = self.connection
+        if connection.vendor != "postgresql":
+            return None  # step by step, in one IMMEDIATE transaction (``waits.satisfy_steps``)
+        built = _satisfying.get(connection.alias)
+        if built is None:
+            built = _satisfying[connection.alias] = SatisfyStatements(
+                connection.ops.quote_name, statements(connection).moment_sql("now")
+            )
+        sql, params = built.statement(request)
+        params["now"] = self.offset.total_seconds()
+        _, cursor = self._sql()
+        # One round trip: the lock, then the statement, whose snapshot is taken once the lock is held.
+        with backend.pipeline(connection):
+            cursor.execute(lock_sql, {"lock_class": LOCK_CLASS, "lock_kind": request.kind, "lock": request.lock})
+            cursor.execute(sql, params)
+        return built.decode(request, cursor.fetchone())
 
     def add_event(self, values: dict[str, Any]) -> Event | None:
         event = Event(**self._values(values))

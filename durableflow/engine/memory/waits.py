@@ -10,7 +10,7 @@ from durableflow.engine.memory.clone import clone
 from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.rows import WaiterRow
 from durableflow.engine.states import DUE_ONLY, STEP_UNFINISHED, TERMINAL, WaiterStatus
-from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN
+from durableflow.engine.storage import ANY, CLOSED, CONSUMED, TAKEN, Satisfaction, Satisfied
 
 __all__ = ["MemoryWaiter", "MemoryEvent", "MemoryWaits"]
 
@@ -27,6 +27,7 @@ class MemoryWaiter:
     match: Any = None
     status: str = W.OPEN
     event_id: int | None = None  # the event that satisfied it
+    settles: bool = False  # whoever satisfies it may complete its step's record
     created_at: datetime | None = None
     deadline_at: datetime | None = None
     resolved_at: datetime | None = None
@@ -95,6 +96,12 @@ class MemoryWaits(MemoryCore):
             for name, value in values.items():
                 setattr(waiter, name, self._value(value))
             return 1
+
+    def lock_waits(self, kind: str, key: str) -> None:
+        pass  # one lock serialises every call; a transaction's copy is put back whole or not at all
+
+    def satisfy_waits(self, request: Satisfaction) -> Satisfied | None:
+        return None  # step by step, over the methods here (``waits.satisfy_steps``)
 
     def add_event(self, values: dict[str, Any]) -> MemoryEvent | None:
         with self.lock:

@@ -2,10 +2,11 @@
 waits for the world.
 
 A wait is a journal record (waiting, then completed with the payload or failed with
-``WaitTimeout``) and a ``Waiter`` row registered in the same transaction. Its delivery then
-looks for what satisfies it (see ``durableflow.engine.waits`` for why registering first and
-looking second never misses an event) and suspends if nothing does: the execution waits
-without a worker until a publisher wakes it, or the sweep does at its deadline. Which of the
+``WaitTimeout``) and a ``Waiter`` row registered in the same transaction, which also looks for
+what satisfies it, under the lock its publishers take (see ``durableflow.engine.waits`` for why
+that never misses an event). If nothing does, the delivery suspends: the execution waits
+without a worker until a publisher satisfies the waiter, completes the record and wakes it
+(its next delivery replays the record), or the sweep wakes it at its deadline. Which of the
 two happened is decided from the waiter's row: a conditional write closes it at the
 deadline only if nothing satisfied it first.
 """
@@ -21,7 +22,7 @@ from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import StepStatus, WaiterStatus
 from durableflow.engine.steps.base import StepBase
 from durableflow.engine.storage import NOW
-from durableflow.engine.waits import EVENT, MAX_TOKEN, SIGNAL, TOKEN, check_name, satisfy
+from durableflow.engine.waits import EVENT, MAX_TOKEN, SIGNAL, TOKEN, check_name, lock_key, satisfy
 
 __all__ = ["WaitSteps", "PENDING"]
 
@@ -46,7 +47,9 @@ class WaitSteps(StepBase):
                 raise exceptions.WorkflowValueError("INVALID_EVENT", f"match must be a dict or None, not {match!r}")
             match = values.roundtrip(match, code="INVALID_EVENT")[1]
         waiting_for = {"kind": EVENT, "event_type": event_type, **({"match": match} if match is not None else {})}
-        return self._await(key, "event", EVENT, event_type, timeout, waiting_for, match=match)
+        return self._await(
+            key, "event", EVENT, event_type, timeout, waiting_for, match=match, locks=[lock_key(EVENT, event_type)]
+        )
 
     def wait_for_any_event(self, key: str, event_types: list[str], *, timeout: float | None = None) -> tuple[str, Any]:
         """Wait for the earliest event of any of ``event_types``; return ``(event_type, payload)``.
@@ -72,7 +75,8 @@ class WaitSteps(StepBase):
         Signals are buffered per execution and delivered in the order sent, each once.
         """
         check_name(name, "a signal name")
-        return self._await(key, "signal", SIGNAL, name, timeout, {"kind": SIGNAL, "name": name})
+        lock = lock_key(SIGNAL, name, self._ctx.execution_id)
+        return self._await(key, "signal", SIGNAL, name, timeout, {"kind": SIGNAL, "name": name}, locks=[lock])
 
     def wait_for_token(self, key: str, *, token: str | None = None, timeout: float | None = None) -> Any:
         """Wait until ``token`` is completed (``durableflow.complete_token``); return the payload.
@@ -81,7 +85,9 @@ class WaitSteps(StepBase):
         """
         token = f"{self._ctx.execution_id}:{key}" if token is None else token
         check_name(token, "a token", MAX_TOKEN)
-        return self._await(key, "token", TOKEN, token, timeout, {"kind": TOKEN, "token": token})
+        return self._await(
+            key, "token", TOKEN, token, timeout, {"kind": TOKEN, "token": token}, locks=[lock_key(TOKEN, token)]
+        )
 
     # shared by every wait -------------------------------------------------------------
 
@@ -97,8 +103,20 @@ class WaitSteps(StepBase):
         match: Any = None,
         check: Check | None = None,
         on_register: Callable[[], None] | None = None,
+        locks: list[str] | None = None,
+        settles: bool = True,
+        early: Callable[[], Any] | None = None,
     ) -> Any:
-        """Register the wait (once), then return what satisfies it, raise its recorded error, or suspend."""
+        """Register the wait (once), then return what satisfies it, raise its recorded error, or suspend.
+
+        ``locks``: the ``lock_waits`` keys of what may satisfy it (events, signals, tokens); the
+        registration and the first check are made under them, in one transaction, so that a
+        publisher either finds the waiter or has committed the event the check finds (see
+        ``durableflow.engine.waits``). ``settles``: whoever satisfies the waiter may complete this
+        step's record (not for a wait that records something else than what satisfied it).
+        ``early``: asked before anything is registered (a wait for an execution that ended
+        already needs no waiter): PENDING, or the answer, recorded at once.
+        """
         ctx = self._ctx
         delivery = self._delivery
         if not isinstance(key, str):
@@ -111,8 +129,13 @@ class WaitSteps(StepBase):
             return replayed.value
         record = replayed.record
         storage = delivery.journal.storage
+        check = check or self._message_check
+        # Under the locks, the check runs in the registering transaction; without (a child), after.
+        checked: list[Any] = []
 
         def register(until: Any) -> Any:
+            for lock in sorted(locks or ()):
+                storage.lock_waits(waiter_kind, lock)
             waiter = storage.add_waiter(
                 {
                     "execution_id": ctx.execution_id,
@@ -122,10 +145,13 @@ class WaitSteps(StepBase):
                     "match": match,
                     "deadline_at": until,
                     "created_at": NOW,
+                    "settles": settles,
                 }
             )
             if on_register is not None:
                 on_register()
+            if locks:
+                checked.append(check(waiter))
             return waiter
 
         if record is None:
@@ -135,19 +161,29 @@ class WaitSteps(StepBase):
             meta = {"target": target, **({"match": match} if match is not None else {})}
             if until is not None:
                 meta.update(until=iso(until), timeout=timeout)
+            if early is not None:
+                try:
+                    found = early()
+                except exceptions.DurableflowError as exc:
+                    self._record_failure(kind, key, None, 1, exc, now, carry=meta)
+                if found is not PENDING:
+                    value, extra = found
+                    delivery.record_live(key, kind, value, attempts=1, meta={**meta, **extra}, started_at=now)
+                    return value
             record = StepRecordData(key=key, kind=kind, status=StepStatus.WAITING, meta=meta, started_at=now)
             with storage.atomic():  # the record and its waiter exist together, or neither
                 delivery.write(record, new=True)
                 waiter = register(until)
         elif record.error is not None:
-            record, waiter, until = self._wait_again(record)
+            record, waiter, until = self._wait_again(record, locks, check if locks else None, checked)
         else:
             until = parse_iso(record.meta["until"]) if record.meta.get("until") else None
-            # A record without its waiter (rows deleted by hand?): register it again.
-            waiter = storage.get_waiter(ctx.execution_id, key) or register(until)
-        check = check or self._message_check
+            waiter = storage.get_waiter(ctx.execution_id, key)
+            if waiter is None:  # a record without its waiter (rows deleted by hand?): register it again
+                with storage.atomic():
+                    waiter = register(until)
         try:
-            answer = check(waiter)
+            answer = checked[0] if checked else check(waiter)
             if answer is PENDING and until is not None and delivery.journal.now() >= until:
                 # The deadline passed: close the wait, unless something satisfied it first.
                 if not storage.update_waiter(waiter.id, {"status": W.EXPIRED, "resolved_at": NOW}, statuses=[W.OPEN]):
@@ -166,8 +202,11 @@ class WaitSteps(StepBase):
         delivery.record_live(key, kind, value, attempts=1, meta={**record.meta, **extra}, started_at=record.started_at)
         return value
 
-    def _wait_again(self, record: StepRecordData) -> tuple[StepRecordData, Any, Any]:
-        """``retry()`` of a run that failed at this wait: the wait starts over, with a new deadline."""
+    def _wait_again(
+        self, record: StepRecordData, locks: list[str] | None, check: Check | None, checked: list[Any]
+    ) -> tuple[StepRecordData, Any, Any]:
+        """``retry()`` of a run that failed at this wait: the wait starts over, with a new deadline
+        (under the ``locks``, and checked there with ``check``, as a first registration)."""
         ctx = self._ctx
         delivery = self._delivery
         delivery.go_live()
@@ -181,13 +220,18 @@ class WaitSteps(StepBase):
         )
         waiter = storage.get_waiter(ctx.execution_id, record.key)
         with storage.atomic():
+            for lock in sorted(locks or ()):
+                storage.lock_waits(waiter.kind, lock)
             delivery.write(again, new=False)
             storage.update_waiter(
                 waiter.id,
                 {"status": W.OPEN, "resolved_at": None, "deadline_at": until},
                 statuses=[W.EXPIRED, W.SATISFIED],
             )
-        return again, storage.get_waiter(ctx.execution_id, record.key), until
+            waiter = storage.get_waiter(ctx.execution_id, record.key)
+            if check is not None:
+                checked.append(check(waiter))
+        return again, waiter, until
 
     def _message_check(self, waiter: Any) -> Any:
         """Events, signals and tokens: the event the waiter took, or the earliest it can take now."""
@@ -223,6 +267,7 @@ class _AnyOf:
             return self.steps._await(
                 self.key, "event", EVENT, self.types[0], timeout, waiting_for,
                 check=self.check, on_register=self.register_others,
+                locks=[lock_key(EVENT, event_type) for event_type in self.types], settles=False,
             )  # fmt: skip
         except exceptions.WaitTimeout:
             self.close(keep=None)
@@ -241,6 +286,7 @@ class _AnyOf:
                     "match": None,
                     "deadline_at": deadline,
                     "created_at": NOW,
+                    "settles": False,  # the step records the winner of several: its delivery does
                 }
             )
 
