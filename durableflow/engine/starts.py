@@ -200,8 +200,12 @@ class Starts:
         parent_id: str | None = None,
         root_id: str | None = None,
         deadline: float | datetime | None = None,
+        send: bool = True,
     ) -> tuple[Any, bool]:
         """Write a new execution and ask for its delivery once the transaction commits.
+
+        ``send=False``: ask for none; the caller delivers it itself (an ``invoke``'s child, in its
+        parent's delivery) and sends its delivery if it cannot (the sweep does, should the caller die).
 
         ``deadline`` (seconds from now, or an aware datetime): the sweep cancels the execution
         if it is still unfinished then (``DEADLINE_EXCEEDED``, its compensations run).
@@ -222,7 +226,7 @@ class Starts:
         queue = queue or self.settings.default_queue
         definition = request.definition
         with tracing.starting(definition.name, definition.version, queue, request.execution_id):
-            return self._start(request, queue, parent_id, root_id)
+            return self._start(request, queue, parent_id, root_id, send=send)
 
     def _start(
         self: Engine,
@@ -231,14 +235,16 @@ class Starts:
         parent_id: str | None = None,
         root_id: str | None = None,
         hand_on: bool = False,
+        send: bool = True,
     ) -> tuple[Any, bool]:
-        """``start``'s writes. ``hand_on``: the run takes the slot of the one it carries on."""
+        """``start``'s writes. ``hand_on``: the run takes the slot of the one it carries on;
+        ``send``: ask for its delivery."""
         fields = _fields(request, queue, parent_id, root_id, self.storage.now)
         if request.concurrency_key is not None:
-            return self._start_limited(request, fields, hand_on)
-        if request.named or request.idempotency_key is not None:  # may be a repeat: no message for it
+            return self._start_limited(request, fields, hand_on, send)
+        if not send or request.named or request.idempotency_key is not None:  # may be a repeat: no message for it
             execution = self.storage.create_execution(fields)
-            if execution is not None:
+            if execution is not None and send:
                 self.storage.enqueue(names.DELIVER, (execution.id,), queue)
         else:  # a new id: its delivery may be sent while the row is written
             execution = self.storage.create_and_enqueue(fields, names.DELIVER, (request.execution_id,), queue)
@@ -246,7 +252,9 @@ class Starts:
             return self._repeated(request), False
         return execution, True
 
-    def _start_limited(self: Engine, request: StartRequest, fields: dict[str, Any], hand_on: bool) -> tuple[Any, bool]:
+    def _start_limited(
+        self: Engine, request: StartRequest, fields: dict[str, Any], hand_on: bool, send: bool = True
+    ) -> tuple[Any, bool]:
         """A start of a run with a concurrency key: it holds a slot if one is free, and is
         queued for one otherwise (``durableflow.engine.concurrency``), in one transaction."""
         definition, key = request.definition, request.concurrency_key
@@ -255,7 +263,7 @@ class Starts:
         with self.storage.atomic():
             holds = hand_on or self.take_slot(definition.name, key, definition.concurrency.limit, fields)
             execution = self.storage.create_execution(fields)
-            if execution is not None and holds:
+            if execution is not None and holds and send:
                 self.storage.enqueue(names.DELIVER, (execution.id,), fields["queue"])
         if execution is None:
             return self._repeated(request), False

@@ -42,23 +42,56 @@ def parent_wf(ctx, params):
         return {"status": exc.status, "error": exc.error["message"], "type": exc.error.get("type"), "child": exc.execution_id}
 
 
-def test_invoke_returns_the_child_value_and_a_finished_child_wakes_its_parent_at_once(backend):
+@durableflow.workflow("compose.double-when-told")
+def double_when_told_wf(ctx, params):
+    ctx.step.wait_for_signal("go", "go")
+    return ctx.step.run("double", lambda: params["n"] * 2)
+
+
+@durableflow.workflow("compose.parent-of-waiting")
+def parent_of_waiting_wf(ctx, params):
+    try:
+        return {"value": ctx.step.invoke("child", "compose.double-when-told", params)}
+    except ChildExecutionError as exc:
+        return {"status": exc.status, "error": exc.error["message"], "child": exc.execution_id}
+
+
+@durableflow.workflow("compose.start-then-wait")
+def start_then_wait_wf(ctx, params):
+    """A child started (sent to the workers), then waited for: what invoke does with a child it
+    cannot deliver itself."""
+    child = ctx.step.start("child:start", "compose.double", params)
+    return {"value": ctx.step.wait_for_execution("child", child)}
+
+
+def test_invoke_of_a_child_that_completes_at_once_returns_its_value_in_one_delivery_of_the_parent(backend):
     parent = backend.start("compose.parent", {"n": 21})
     backend.deliver(parent)
-    (record, _) = backend.records(parent)
-    assert (record.key, record.kind) == ("child:start", "start")
-    child = backend.get(record.value)
-    assert (child.parent_id, child.root_id, child.workflow) == (parent, parent, "compose.double")
-    assert backend.get(parent).waiting_for == {
-        "kind": "child",
-        "execution_id": child.id,
-        "step": "child",
-        "until": None,
-    }
 
-    backend.deliver(child.id)
+    done = backend.get(parent)
+    assert (done.status, done.result, done.deliveries) == ("completed", {"value": 42}, 1)
+    started, waited = backend.records(parent)
+    assert (started.key, started.kind, waited.key, waited.kind) == ("child:start", "start", "child", "wait_execution")
+    assert (waited.status, waited.value, waited.meta["execution_id"]) == ("completed", 42, started.value)
+    child = backend.get(started.value)
+    assert (child.parent_id, child.root_id, child.workflow) == (parent, parent, "compose.double")
+    assert (child.status, child.deliveries) == ("completed", 1)
+    assert backend.storage.get_waiter(parent, "child") is None  # an ended child needs no waiter
+
+
+def test_a_child_that_waits_wakes_its_parent_when_it_completes_with_the_parents_step_recorded(backend):
+    parent = backend.start("compose.parent-of-waiting", {"n": 21})
+    backend.deliver(parent)
+    child = backend.records(parent)[0].value
+    assert backend.get(child).status == "waiting"  # delivered within the parent's delivery, waiting now
+    assert backend.get(parent).waiting_for == {"kind": "child", "execution_id": child, "step": "child", "until": None}
+
+    backend.signal(child, "go")
+    backend.deliver(child)
 
     assert backend.get(parent).status == "pending"  # woken by the child's outcome, not the sweep
+    waited = backend.records(parent)[1]
+    assert (waited.status, waited.value) == ("completed", 42)  # recorded by the child's end
     backend.deliver(parent)
     assert backend.get(parent).result == {"value": 42}
 
@@ -74,7 +107,7 @@ def test_a_failed_child_raises_child_execution_error_with_the_child_error(backen
 
 
 def test_a_cancelled_child_wakes_its_parent_with_child_execution_error(backend):
-    parent = backend.start("compose.parent", {"n": 1})
+    parent = backend.start("compose.parent-of-waiting", {"n": 1})
     backend.deliver(parent)
     child = backend.records(parent)[0].value
     backend.cancel(child, "not needed")
@@ -84,7 +117,7 @@ def test_a_cancelled_child_wakes_its_parent_with_child_execution_error(backend):
 
 
 def test_cancelling_a_parent_cancels_its_unfinished_children(backend):
-    parent = backend.start("compose.parent", {"n": 1})
+    parent = backend.start("compose.parent-of-waiting", {"n": 1})
     backend.deliver(parent)
     child = backend.records(parent)[0].value
     backend.cancel(parent)
@@ -143,9 +176,9 @@ def test_a_wait_for_an_execution_times_out(backend):
 
 def test_a_child_finishing_while_its_parent_runs_is_not_missed(backend, monkeypatch):
     """The child ends after the parent read its status and before the parent suspends."""
-    parent = backend.start("compose.parent", {"n": 5})
+    parent = backend.start("compose.start-then-wait", {"n": 5})
     real_get, real_watch = backend.storage.get_execution, backend.storage.watch_execution
-    raced, watching = [], []
+    raced, watching, watched = [], [], []
 
     def watch(execution_id):
         watching.append(execution_id)
@@ -153,10 +186,11 @@ def test_a_child_finishing_while_its_parent_runs_is_not_missed(backend, monkeypa
             return real_watch(execution_id)
         finally:
             watching.clear()
+            watched.append(execution_id)
 
-    def read_then_child_finishes(execution_id):
-        row = real_get(execution_id)
-        if execution_id != parent and not raced and not watching:
+    def read_then_child_finishes(execution_id, *args):
+        row = real_get(execution_id, *args)
+        if execution_id != parent and not raced and not watching and watched:
             raced.append(execution_id)
             assert backend.deliver(execution_id) == "completed"
         return row
@@ -325,11 +359,11 @@ def test_on_event_starts_one_execution_per_event(backend):
 
 
 def test_the_sweep_wakes_a_parent_whose_childs_end_was_not_announced(backend, monkeypatch):
-    parent = backend.start("compose.parent", {"n": 4})
+    parent = backend.start("compose.start-then-wait", {"n": 4})
     backend.deliver(parent)
     child = backend.records(parent)[0].value
     # The worker died right after (the delivery runs the verbs on its own guard of the storage).
-    monkeypatch.setattr(type(backend.engine), "finished", lambda engine, execution_id: [])
+    monkeypatch.setattr(type(backend.engine), "finished", lambda engine, execution_id, fields=None: [])
     backend.deliver(child)
     monkeypatch.undo()
     assert backend.get(parent).status == "waiting"

@@ -31,7 +31,8 @@ def signal_wf(ctx, params):
 
 @durableflow.workflow("prune.parent")
 def parent_wf(ctx, params):
-    return ctx.step.invoke("child", "prune.steps", {})
+    child = ctx.step.start("child:start", "prune.steps", {})  # sent to the workers, not delivered here
+    return ctx.step.wait_for_execution("child", child)
 
 
 def _finished(backend, workflow: str, params=None) -> str:

@@ -11,9 +11,11 @@ sees the other (see ``Journal.finish``): a finished child wakes its waiting pare
 from __future__ import annotations
 
 import uuid
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from durableflow import exceptions
+from durableflow.engine import driver, names
 from durableflow.engine.context import MAX_KEY_LENGTH
 from durableflow.engine.states import TERMINAL, ExecutionStatus, WaiterStatus
 from durableflow.engine.steps.waits import PENDING, WaitSteps
@@ -24,6 +26,10 @@ __all__ = ["ChildSteps", "child_execution_id"]
 
 W = WaiterStatus
 _START_SUFFIX = ":start"
+# Children delivered inside their parent's delivery, one within another: beyond this depth they are
+# sent to the workers (a stack of deliveries in one process is a stack of Python frames).
+MAX_INLINE_DEPTH = 4
+_INLINE_DEPTH: ContextVar[int] = ContextVar("durableflow_inline_depth", default=0)
 
 
 def child_execution_id(parent_id: str, key: str) -> str:
@@ -41,6 +47,10 @@ class ChildSteps(WaitSteps):
         start (unknown workflow, invalid params, a bad ``deadline``) is recorded and raised at
         this step. ``deadline``: as ``durableflow.start``'s, counted from the child's start.
         """
+        return self._start_child(key, workflow, params, deadline, inline=False)
+
+    def _start_child(self, key: str, workflow: Any, params: Any, deadline: Any, *, inline: bool) -> str:
+        """``start``; ``inline``: deliver the new child here, in this delivery, before going on (see ``invoke``)."""
         ctx = self._ctx
         delivery = self._delivery
         if not isinstance(key, str):
@@ -54,6 +64,7 @@ class ChildSteps(WaitSteps):
         journal = delivery.journal
         child_id = child_execution_id(ctx.execution_id, key)
         started = journal.now()
+        inline = inline and _INLINE_DEPTH.get() < MAX_INLINE_DEPTH
         try:
             # The child exists if and only if this step is recorded: a lost lease rolls both back.
             with journal.storage.atomic():
@@ -65,11 +76,30 @@ class ChildSteps(WaitSteps):
                     root_id=ctx.root_id,
                     queue=journal.queue,
                     deadline=deadline,
+                    send=not inline,
                 )
                 delivery.record_live(key, "start", child_id, attempts=1, meta={"workflow": child.workflow})
         except exceptions.WorkflowStartError as exc:
             self._record_failure("start", key, record, 1, exc, started)
+        if inline:
+            self._deliver_inline(child_id)
         return child_id
+
+    def _deliver_inline(self, child_id: str) -> None:
+        """Deliver the child just started in this delivery (its lease its own, this one's kept
+        renewed meanwhile), instead of sending it to another worker and suspending until it ends:
+        a child that completes here is waited for without a wake-up, a message or a second
+        delivery of this one. One this delivery cannot claim (a concurrency slot it waits for, a
+        database failure) is sent as any start is; should this process die meanwhile, the sweep
+        sends it (it is pending, or its lease lapses)."""
+        delivery = self._delivery
+        depth = _INLINE_DEPTH.set(_INLINE_DEPTH.get() + 1)
+        try:
+            happened = delivery.engine.deliver(child_id)
+        finally:
+            _INLINE_DEPTH.reset(depth)
+        if happened in (driver.SKIPPED, driver.LEASE_LOST, driver.FAULT):
+            delivery.journal.storage.enqueue(names.DELIVER, (child_id,), delivery.journal.queue)
 
     def wait_for_execution(self, key: str, execution_id: str, *, timeout: float | None = None) -> Any:
         """Wait until another execution ends; return its result.
@@ -89,6 +119,7 @@ class ChildSteps(WaitSteps):
             {"kind": CHILD, "execution_id": execution_id},
             check=self._child_check,
             on_register=lambda: storage.watch_execution(execution_id),
+            early=lambda: self._child_outcome(storage.get_execution(execution_id), execution_id),
         )
 
     def invoke(
@@ -102,7 +133,9 @@ class ChildSteps(WaitSteps):
             )
         if not isinstance(key, str):
             raise TypeError("ctx.step.invoke() needs a step key first")
-        child_id = self.start(f"{key}{_START_SUFFIX}", workflow, params, deadline=deadline)
+        # The child is delivered here at once: a short one ends within this delivery, which then
+        # goes on with its result (no waiter, wake-up or second delivery of this one).
+        child_id = self._start_child(f"{key}{_START_SUFFIX}", workflow, params, deadline, inline=True)
         return self.wait_for_execution(key, child_id, timeout=timeout)
 
     def _child_check(self, waiter: Any) -> Any:
@@ -117,11 +150,18 @@ class ChildSteps(WaitSteps):
                 storage.update_waiter(waiter.id, {"target": following}, statuses=[W.OPEN])
                 storage.watch_execution(following)
             execution = storage.get_execution(following)
+        if execution is not None and execution.status in TERMINAL:
+            storage.update_waiter(waiter.id, {"status": W.SATISFIED, "resolved_at": NOW}, statuses=[W.OPEN])
+        return self._child_outcome(execution, waiter.target)
+
+    def _child_outcome(self, execution: Any, execution_id: str) -> Any:
+        """What a wait for ``execution`` returns: PENDING while it is unfinished (or continued as
+        new: followed by the waiter), its result if it completed; raises ``ChildExecutionError``
+        if it ended otherwise, ``ExecutionNotFound`` if there is none."""
         if execution is None:
-            raise exceptions.ExecutionNotFound(message=f"there is no execution {waiter.target!r} to wait for")
-        if execution.status not in TERMINAL:
+            raise exceptions.ExecutionNotFound(message=f"there is no execution {execution_id!r} to wait for")
+        if execution.status not in TERMINAL or execution.continued_as:
             return PENDING
-        storage.update_waiter(waiter.id, {"status": W.SATISFIED, "resolved_at": NOW}, statuses=[W.OPEN])
         if execution.status == ExecutionStatus.COMPLETED:
             return execution.result, {"execution_id": execution.id}
         error = execution.error or {}
