@@ -379,3 +379,78 @@ def any_bad_wf(ctx, params):
 def test_the_earliest_of_several_events_refuses_bad_types(backend, types):
     execution = backend.run(backend.start("waits.any-bad", {"types": types}))
     assert execution.status == "failed" and execution.error["code"] == "INVALID_EVENT", execution.error
+
+
+# What satisfies a wait records it -----------------------------------------------------------
+
+
+def _wait_record(backend, execution_id, key):
+    return next(record for record in backend.records(execution_id) if record.key == key)
+
+
+def test_the_event_that_satisfies_a_wait_completes_its_record_before_the_run_is_delivered(backend):
+    execution_id = backend.start("waits.event", {"order": 31})
+    backend.deliver(execution_id)
+    assert _wait_record(backend, execution_id, "approval").status == "waiting"
+
+    assert backend.send_event("order.approved", {"order": 31, "by": "bo"}, event_id="ev-31") == 1
+
+    record = _wait_record(backend, execution_id, "approval")
+    assert (record.status, record.attempts, record.value, record.meta["event_id"]) == (
+        "completed", 1, {"order": 31, "by": "bo"}, "ev-31")  # fmt: skip
+    assert record.meta["target"] == "order.approved"  # the record's own meta is kept
+    assert backend.storage.get_waiter(execution_id, "approval").status == "satisfied"
+    assert backend.get(execution_id).status == "pending"
+    backend.deliver(execution_id)
+    assert backend.get(execution_id).result == {"order": 31, "by": "bo"}
+
+
+def test_a_signal_and_a_token_complete_the_records_of_their_waits(backend):
+    signalled = backend.start("waits.signals")
+    backend.deliver(signalled)
+    backend.advance(11)
+    backend.deliver(signalled)  # past the nap: waiting for the first signal
+    assert backend.signal(signalled, "next", {"n": 1}) == 1
+    assert (_wait_record(backend, signalled, "s0").status, _wait_record(backend, signalled, "s0").value) == (
+        "completed", {"n": 1})  # fmt: skip
+
+    tokened = backend.start("waits.token", {})
+    backend.deliver(tokened)
+    assert backend.complete_token(f"{tokened}:approve", "yes") == 1
+    record = _wait_record(backend, tokened, "approve")
+    assert (record.status, record.value, record.meta["event_id"]) == ("completed", "yes", f"{tokened}:approve")
+    assert backend.run(tokened).result == "yes"
+
+
+def test_the_earliest_of_several_events_is_recorded_by_its_delivery_not_by_the_publisher(backend):
+    execution_id = backend.start("waits.any", {})
+    backend.deliver(execution_id)
+    assert backend.send_event("any.approved", "yes") == 1
+    assert _wait_record(backend, execution_id, "decision").status == "waiting"  # its value names the type
+    backend.deliver(execution_id)
+    assert _wait_record(backend, execution_id, "decision").value == {"event": "any.approved", "payload": "yes"}
+
+
+@durableflow.workflow("waits.listed")
+def listed_wf(ctx, params):
+    return ctx.step.wait_for_event("tags", "waits.tagged", match={"tags": ["a", "b"], "n": params["n"]})
+
+
+def test_a_match_that_holds_a_list_takes_only_an_event_with_that_list(backend):
+    """A list in a match must be equal in the payload (not merely contained in it)."""
+    execution_id = backend.start("waits.listed", {"n": 1})
+    backend.deliver(execution_id)
+    assert backend.send_event("waits.tagged", {"tags": ["a", "b", "c"], "n": 1}) == 0
+    assert backend.send_event("waits.tagged", {"tags": ["b", "a"], "n": 1}) == 0
+    assert backend.get(execution_id).status == "waiting"
+    assert backend.send_event("waits.tagged", {"tags": ["a", "b"], "n": 1, "more": True}) == 1
+    assert backend.run(execution_id).result == {"tags": ["a", "b"], "n": 1, "more": True}
+
+
+def test_one_event_satisfies_the_waits_of_many_executions_and_wakes_each_once(backend):
+    ids = [backend.start("waits.any-event") for _ in range(5)]
+    for execution_id in ids:
+        backend.deliver(execution_id)
+    assert backend.send_event("waits.anything", {"to": "all"}) == 5
+    assert {backend.get(execution_id).status for execution_id in ids} == {"pending"}
+    assert [backend.run(execution_id).result for execution_id in ids] == [{"to": "all"}] * 5
