@@ -205,6 +205,16 @@ def _waits(rounds) -> dict[str, Any]:
         "chain_p50_ms": stat("chain_ms"),
         "chain_p99_ms": stat("chain_ms", "p99"),
         "event_vs_chain_p50": ratio("event_ms", "chain_ms"),
+        **(
+            {
+                "signal_p50_ms": stat("signal_ms"),
+                "token_p50_ms": stat("token_ms"),
+                "signal_vs_event_p50": ratio("signal_ms", "event_ms"),
+                "token_vs_event_p50": ratio("token_ms", "event_ms"),
+            }
+            if all("signal_ms" in w for w in waits)
+            else {}
+        ),
         "invoke_p50_ms": stat("invoke_ms"),
         "invoke_p99_ms": stat("invoke_ms", "p99"),
         "one_step_p50_ms": stat("one_step_ms"),
@@ -408,6 +418,11 @@ def table(summary: dict[str, Any]) -> str:
         row("event -> resume: 1-task chain p50 (same run)", waits["chain_p50_ms"], " ms")
         row("event -> resume: 1-task chain p99", waits["chain_p99_ms"], " ms")
         row("event -> resume / chain p50", waits["event_vs_chain_p50"], "x")
+        if "signal_p50_ms" in waits:
+            row("signal -> resume p50", waits["signal_p50_ms"], " ms")
+            row("token -> resume p50", waits["token_p50_ms"], " ms")
+            row("signal / event p50", waits["signal_vs_event_p50"], "x")
+            row("token / event p50", waits["token_vs_event_p50"], "x")
         row("invoke round trip p50", waits["invoke_p50_ms"], " ms")
         row("invoke round trip p99", waits["invoke_p99_ms"], " ms")
         row("invoke / 1-step workflow p50", waits["invoke_vs_one_step_p50"], "x")

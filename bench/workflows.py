@@ -96,6 +96,20 @@ def wait_event(ctx, params):
     return ctx.step.run("resumed", time.time)
 
 
+@durableflow.workflow("bench.wait-signal")
+def wait_signal(ctx, params):
+    """Waits for a signal; the step after records the wall clock at the resume."""
+    ctx.step.wait_for_signal("signal", "bench.go")
+    return ctx.step.run("resumed", time.time)
+
+
+@durableflow.workflow("bench.wait-token")
+def wait_token(ctx, params):
+    """Waits for its default token; the step after records the wall clock at the resume."""
+    ctx.step.wait_for_token("token")
+    return ctx.step.run("resumed", time.time)
+
+
 @durableflow.workflow("bench.invoke")
 def invoke(ctx, params):
     """A parent that invokes a one-step child and returns its result."""

@@ -50,6 +50,28 @@ def test_sigkill_mid_step_resumes_and_the_next_step_runs_once(workers, live_db):
     assert done.deliveries >= 2
 
 
+def test_sigkill_while_an_invoked_child_runs_in_its_parents_delivery_finishes_both_once(workers, live_db):
+    queue, tag = uid("q"), uid("inline")
+    first = workers(queue)
+    parent = durableflow.start("t.invoke-crash", {"tag": tag, "hold": 60}, queue=queue)
+    wait_for(lambda: Marker.count(f"{tag}:slow") == 1, what="the child's slow step to start")
+    child = StepRecord.objects.get(execution_id=parent.id, key="child:start").value
+    holders = set(Execution.objects.filter(pk__in=[parent.id, child]).values_list("lease_holder", flat=True))
+    assert len(holders) == 1  # one delivery holds both: the child runs inside its parent's
+
+    first.kill(signal.SIGKILL)  # no message was sent for the child: the sweep brings it back
+    workers(queue)
+    done = wait_status(parent.id, timeout=120)
+
+    assert done.status == "completed" and done.result == wait_status(child, timeout=5).result
+    assert _record_counts(child) == {"before": 1, "slow": 1, "after": 1}
+    assert _record_counts(parent.id) == {"child:start": 1, "child": 1}
+    assert Marker.count(f"{tag}:before") == 1
+    assert Marker.count(f"{tag}:slow") == 2  # the killed attempt, then the one that finished
+    assert Marker.count(f"{tag}:after") == 1
+    assert Execution.objects.filter(parent_id=parent.id).count() == 1
+
+
 def test_sigkill_after_the_step_commit_does_not_run_the_step_again(workers, live_db):
     queue, tag = uid("q"), uid("commit")
     workers(queue)

@@ -114,3 +114,9 @@ def wait_signal(ctx, params):
 @durableflow.workflow("t.on-event", on_event="t.created")
 def on_event(ctx, params):
     return {"got": params}
+
+
+@durableflow.workflow("t.invoke-crash")
+def invoke_crash(ctx, params):
+    """Invokes ``t.crash``: its slow step holds while it runs inside this delivery."""
+    return ctx.step.invoke("child", "t.crash", params)
