@@ -395,3 +395,23 @@ def test_a_wait_for_a_child_that_continued_as_new_follows_it_to_the_end(backend)
     assert _run_tree(backend, parent, rounds=40).result == 6
     runs = [backend.get(pk) for pk in backend.storage.execution_ids(parent_id=parent)]
     assert len(runs) == 3 and {run.root_id for run in runs} == {parent}
+
+
+@durableflow.workflow("compose.parent-strict")
+def parent_strict_wf(ctx, params):
+    return ctx.step.invoke("child", "compose.double", params)
+
+
+def test_retry_of_a_parent_failed_by_a_child_that_had_failed_already_waits_again(backend):
+    parent = backend.start("compose.parent-strict", {"n": 1, "fail": True})
+    backend.deliver(parent)  # the child fails inside this delivery: the wait fails at once, no waiter
+    failed = backend.get(parent)
+    assert (failed.status, failed.error["code"]) == ("failed", "CHILD_FAILED")
+    assert backend.storage.get_waiter(parent, "child") is None
+
+    backend.retry(parent)
+    backend.deliver(parent)  # the child is still failed: the wait, registered now, fails again
+
+    again = backend.get(parent)
+    assert (again.status, again.error["code"]) == ("failed", "CHILD_FAILED")
+    assert backend.storage.get_waiter(parent, "child") is not None

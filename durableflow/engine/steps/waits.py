@@ -175,7 +175,7 @@ class WaitSteps(StepBase):
                 delivery.write(record, new=True)
                 waiter = register(until)
         elif record.error is not None:
-            record, waiter, until = self._wait_again(record, locks, check if locks else None, checked)
+            record, waiter, until = self._wait_again(record, locks, check if locks else None, checked, register)
         else:
             until = parse_iso(record.meta["until"]) if record.meta.get("until") else None
             waiter = storage.get_waiter(ctx.execution_id, key)
@@ -203,10 +203,16 @@ class WaitSteps(StepBase):
         return value
 
     def _wait_again(
-        self, record: StepRecordData, locks: list[str] | None, check: Check | None, checked: list[Any]
+        self,
+        record: StepRecordData,
+        locks: list[str] | None,
+        check: Check | None,
+        checked: list[Any],
+        register: Callable[[Any], Any],
     ) -> tuple[StepRecordData, Any, Any]:
         """``retry()`` of a run that failed at this wait: the wait starts over, with a new deadline
-        (under the ``locks``, and checked there with ``check``, as a first registration)."""
+        (under the ``locks``, and checked there with ``check``, as a first registration; one that
+        failed without a waiter, on an execution that had ended already, registers one)."""
         ctx = self._ctx
         delivery = self._delivery
         delivery.go_live()
@@ -219,6 +225,10 @@ class WaitSteps(StepBase):
             key=record.key, kind=record.kind, status=StepStatus.WAITING, meta=meta, started_at=record.started_at
         )
         waiter = storage.get_waiter(ctx.execution_id, record.key)
+        if waiter is None:
+            with storage.atomic():
+                delivery.write(again, new=False)
+                return again, register(until), until
         with storage.atomic():
             for lock in sorted(locks or ()):
                 storage.lock_waits(waiter.kind, lock)
