@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from durableflow.engine.rows import ExecutionRow
     from durableflow.engine.verbs import Engine
 
-__all__ = ["Steering", "is_stalled", "OUTCOME_FIELDS"]
+__all__ = ["Steering", "is_stalled", "wake_moves", "OUTCOME_FIELDS"]
 
 # What ``outcome`` and ``final`` read of an execution: a waiting caller reads no more.
 OUTCOME_FIELDS = ("id", "status", "result", "error", "continued_as")
@@ -33,6 +33,16 @@ logger = logs.logger("durableflow")
 
 S = ExecutionStatus
 _WAKEABLE = sources_for(S.PENDING) & DUE_ONLY
+
+
+def wake_moves() -> dict[str, dict[str, Any]]:
+    """What a wake-up writes, by the status an execution has (``Storage.mark_executions``)."""
+    moves = {status: {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW} for status in _WAKEABLE}
+    # One running now may suspend on what it read before this wake-up: remember the wake-up
+    # on its row, and its outcome becomes a replay (Journal.finish). Both kinds of rows are
+    # locked together, so none can move from one to the other unseen.
+    moves.update({status: {"wake_pending": True} for status in LEASED})
+    return moves
 
 
 def is_stalled(execution: Any) -> bool:
@@ -187,15 +197,16 @@ class Steering:
         ``pending``, so an execution that is finished or already woken is left alone. One that
         is running is marked instead (``wake_pending``): should its delivery suspend, it is
         delivered again at once rather than left waiting for what already happened. Returns
-        the ids moved to ``pending``.
+        the ids moved to ``pending``. (The last item of a map makes the same moves in the write
+        that records it: ``wake_moves``, ``Steering._send_woken``.)
         """
-        moves = {status: {"status": S.PENDING, "wake_at": None, "enqueued_at": NOW} for status in _WAKEABLE}
-        # One running now may suspend on what it read before this wake-up: remember the wake-up
-        # on its row, and its outcome becomes a replay (Journal.finish). Both kinds of rows are
-        # locked together, so none can move from one to the other unseen.
-        moves.update({status: {"wake_pending": True} for status in LEASED})
+        return self._send_woken(self.storage.mark_executions(execution_ids, wake_moves()))
+
+    def _send_woken(self: Engine, marked: Iterable[tuple[str, str, str]]) -> list[str]:
+        """Ask for the deliveries of the executions a wake-up marked, (id, queue, status it had),
+        that it moved to ``pending``: their ids."""
         woken = []
-        for execution_id, queue, status in self.storage.mark_executions(execution_ids, moves):
+        for execution_id, queue, status in marked:
             if status in _WAKEABLE:
                 self.storage.enqueue(names.DELIVER, (execution_id,), queue)
                 woken.append(execution_id)
