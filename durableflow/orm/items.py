@@ -241,6 +241,18 @@ class ItemStatements:
     def _move_value(self, number: int, name: str, value: Any) -> str:
         return self.sql.moment_sql("now") if value is NOW else self.sql.placeholder(name, f"w{number}_v_{name}")
 
+    def hot_path(self) -> dict[str, str]:
+        """An item task's statements, by name, as this vendor runs them for a completed item: its
+        claim, and its outcome (one statement on PostgreSQL; three in one transaction on SQLite).
+        Written out in ``durableflow/orm/statements/<vendor>-items.sql`` (``tests/orm/test_sql_text.py``)."""
+        from durableflow.engine.steering import wake_moves
+
+        fields = {"status": StepStatus.COMPLETED, "value": None, "finished_at": NOW}
+        if self.vendor == "postgresql":
+            return {"claim_item": self.claim_sql, "record_item": self.record_sql(fields, wake_moves())}
+        finish, count, woken = self.record_steps(fields, wake_moves())
+        return {"claim_item": self.claim_sql, "finish_item": finish, "count_item": count, "wake": woken}
+
     @staticmethod
     def had(wake: dict[str, dict[str, Any]], status: str) -> str:
         """The status an execution had, from the one a wake-up's moves gave it."""
