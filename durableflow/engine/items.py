@@ -2,8 +2,8 @@
 
 The delivery that fans out writes its step's record, with the count of its items (its meta's
 ``storage.LEFT``), and one journal record per item (kind ``item``: the function's import path,
-its input, the queue and the step's key) in one transaction, publishes the item tasks together
-once that commits, and suspends: no worker is held while the items run.
+its input, the queue and the step's key) in one transaction, publishes the item tasks in a few
+batches once that commits, and suspends: no worker is held while the items run.
 
 An item task is two writes: its claim (one statement; the attempt count it bumps is the fence)
 and, after the body, its outcome (``Storage.record_item``: one statement where the database
@@ -154,7 +154,7 @@ class Items:
                 if following is not None:
                     storage.enqueue(names.RUN_ITEM, (execution_id, following[0]), following[1])
         if recorded.left is None and not storage.items_left(execution_id):
-            self.wake([execution_id])  # a step that keeps no count: as below
+            self.wake([execution_id])  # its step's record counts nothing: as for an uncounted item
         return True
 
     def _record_uncounted(self: Engine, execution_id: str, key: str, attempt: int, fields: dict[str, Any]) -> bool:

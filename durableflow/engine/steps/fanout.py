@@ -1,8 +1,8 @@
 """``ctx.step.map`` and ``ctx.step.run(queue=)``: step bodies run as their own Celery tasks.
 
 The delivery writes the step's record, counting its items, and one ``item`` record per body to
-run (see ``durableflow.engine.items``) in one fenced transaction, publishes the item tasks
-together once it commits, and suspends: the execution holds no worker while they run. The item
+run (see ``durableflow.engine.items``) in one fenced transaction, publishes the item tasks in a
+few batches once it commits, and suspends: the execution holds no worker while they run. The item
 that finishes last wakes it, in the write that records it; its next delivery finds every item
 record in the journal it claimed and gathers the results, in item order, into one write.
 """
@@ -23,6 +23,7 @@ from durableflow.engine.storage import LEFT
 __all__ = ["FanoutSteps", "item_key", "attempt_key"]
 
 _DONE = STEP_FINISHED
+FIRST_BATCH = 4  # item messages in the first batch published (see _batches)
 
 
 def item_key(key: str, index: int) -> str:
@@ -162,7 +163,7 @@ class FanoutSteps(StepBase):
 
     def _fan_out(self, step: StepRecordData, bodies: list[StepRecordData], *, new: bool = True) -> None:
         """Record ``step`` (its meta counts its items: ``LEFT``) and their records together, and
-        publish the first items together once that commits."""
+        publish the first items in a few batches once that commits."""
         ctx = self._ctx
         delivery = self._delivery
         storage = delivery.journal.storage
@@ -174,4 +175,16 @@ class FanoutSteps(StepBase):
             delivery.write(step, new=new)
             delivery.write_many(bodies)
             for queue, messages in sent.items():
-                storage.enqueue_many(names.RUN_ITEM, messages, queue)
+                for batch in _batches(messages):
+                    storage.enqueue_many(names.RUN_ITEM, batch, queue)
+
+
+def _batches(messages: list[tuple]) -> list[list[tuple]]:
+    """``messages`` in batches that double (4, 8, 16...): each is published as one (one producer,
+    one pipeline) as soon as the one before; a small first batch lets the other workers start on
+    the first items while this process publishes the rest, and a large map costs a few batches."""
+    batches, start, size = [], 0, FIRST_BATCH
+    while start < len(messages):
+        batches.append(messages[start : start + size])
+        start, size = start + size, size * 2
+    return batches
