@@ -101,3 +101,14 @@ def test_an_item_given_back_after_a_fault_is_not_counted(backend):
 
     assert [r.meta[LEFT] for r in backend.records(execution_id) if r.key == "double"] == [1]
     assert backend.run(execution_id).result == [0]
+
+
+def test_items_fanned_out_before_their_step_counted_them_still_wake_the_execution(backend):
+    execution_id = _fanned_out(backend, 2)
+    for record in backend.records(execution_id):  # as an earlier version wrote them: no count, no step
+        meta = {name: value for name, value in record.meta.items() if name not in ("step", LEFT)}
+        backend.storage.update_step(execution_id, record.key, {"meta": meta})
+
+    assert backend.run_items(execution_id) == ["completed", "completed"]
+    assert backend.get(execution_id).status == "pending"
+    assert backend.run(execution_id).result == [0, 2]
