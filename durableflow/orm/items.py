@@ -6,7 +6,8 @@ it, and only the attempt that claimed last may record the outcome.
 
 An item task's two writes are hand-written statements, one text per vendor and shape (prepared
 on PostgreSQL, as ``durableflow.orm.sql``'s hot path): the claim, one UPDATE ... RETURNING
-(the ORM's was a transaction of an UPDATE and a SELECT), and the outcome (``record_item``). On
+(the ORM's was a transaction of an UPDATE and a SELECT), and the outcome (``record_item``); on
+PostgreSQL neither waits for the disk (``record_sql`` says why that is safe). On
 PostgreSQL the outcome is one statement: the item's UPDATE, the count off its step's record
 and, for the last item, the execution's wake-up, as three UPDATEs chained in a WITH. Its
 concurrency story: each UPDATE locks its row, and an UPDATE that waited for a row lock
@@ -69,7 +70,7 @@ class OrmItems(OrmCore):
         params = items.record_params(execution_id, key, attempt, fields, step, wake, adapt, self.offset.total_seconds())
         if items.vendor == "postgresql":
             cursor.execute(items.record_sql(fields, wake), params)
-            finished, left, queue, status = cursor.fetchone()
+            finished, left, queue, status, _ = cursor.fetchone()
         else:  # SQLite: the same three UPDATEs in one transaction (its writers are serialised)
             with transaction.atomic(using=self.alias, savepoint=False):
                 finish, count, woken = items.record_steps(fields, wake)
@@ -148,9 +149,10 @@ class ItemStatements:
             f"WHERE {self._this_item('key')} AND {sc('kind')} = '{ITEM}' AND {claimable} "
             f"AND EXISTS (SELECT 1 FROM {execution} WHERE {ec('id')} = {sql.param('id')} AND {unfinished}) "
             f"RETURNING {sc('attempts')}, {sc('meta')}"
-            # As a delivery's claim: nothing acts on an item's claim but its own outcome, which
-            # waits for the disk (and with it the claim); a claim lost with the server leaves the
-            # item as it was, its outcome is refused as stale and the sweep sends it again.
+            # As a delivery's claim: nothing acts on an item's claim but its own outcome (see
+            # ``record_sql`` for what makes that durable, the claim with it); a claim lost with
+            # the server leaves the item as it was, its outcome is refused as stale and the sweep
+            # sends it again.
             f"{ASYNC_COMMIT if postgresql else ''}"
         )
         if postgresql:
@@ -207,6 +209,14 @@ class ItemStatements:
             f"WITH finished AS ({finish} RETURNING 1), counted AS ({count}), woken AS ({woken}) "
             "SELECT (SELECT COUNT(*) FROM finished), (SELECT items_left FROM counted), "
             f"(SELECT {self._ec('queue')} FROM woken), (SELECT {self._ec('status')} FROM woken)"
+            # Committed without waiting for the disk, as the claim. An item's outcome is acted on
+            # only by its execution's next delivery, which records the step (the map, the run)
+            # before its workflow code sees any item's value; that write waits for the disk, and
+            # with it everything written before it, every item's outcome included. An outcome
+            # lost with the server before then leaves its item unfinished under an old attempt
+            # (or its claim lost too: as sent), and the sweep sends it again; the count and the
+            # wake-up were in its transaction, so they are lost with it and made again by it.
+            f"{ASYNC_COMMIT}"
         )
 
     def _build(self, fields: dict[str, Any], wake: dict[str, dict[str, Any]]) -> tuple[str, str, str]:

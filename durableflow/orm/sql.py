@@ -27,7 +27,7 @@ __all__ = ["statements", "fenced_insert", "RECORD_FIELDS", "ASYNC_COMMIT"]
 S = ExecutionStatus
 
 # The claim's transaction (only it: ``true`` makes the setting local to it) commits without
-# waiting for its WAL to reach the disk (an item task's claim too: ``durableflow.orm.items``).
+# waiting for its WAL to reach the disk (an item task's two writes too: ``durableflow.orm.items``).
 # Safe because nothing outside the delivery acts on a claim: a claim lost with a crashed
 # database server leaves the execution as it was (pending, or under an expired lease), the
 # delivery's next fenced write fails, and the sweep delivers it again; any write the delivery

@@ -50,4 +50,4 @@ woken AS (UPDATE "durableflow_execution"
   FROM finished), (SELECT items_left
   FROM counted), (SELECT "queue"
   FROM woken), (SELECT "status"
-  FROM woken);
+  FROM woken), set_config('synchronous_commit', 'off', true);
