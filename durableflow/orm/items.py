@@ -204,8 +204,12 @@ class ItemStatements:
     def record_sql(self, fields: dict[str, Any], wake: dict[str, dict[str, Any]]) -> str:
         """PostgreSQL: ``record_steps`` in one statement, answering (items recorded: 0 or 1, what
         is left or NULL, the execution's queue and new status or NULLs)."""
+        shape = ("one statement", _shape(fields, wake))
+        found = self._shapes.get(shape)
+        if found is not None:
+            return found
         finish, count, woken = self.record_steps(fields, wake)
-        return (
+        found = self._shapes[shape] = (
             f"WITH finished AS ({finish} RETURNING 1), counted AS ({count}), woken AS ({woken}) "
             "SELECT (SELECT COUNT(*) FROM finished), (SELECT items_left FROM counted), "
             f"(SELECT {self._ec('queue')} FROM woken), (SELECT {self._ec('status')} FROM woken)"
@@ -218,6 +222,7 @@ class ItemStatements:
             # wake-up were in its transaction, so they are lost with it and made again by it.
             f"{ASYNC_COMMIT}"
         )
+        return found
 
     def _build(self, fields: dict[str, Any], wake: dict[str, dict[str, Any]]) -> tuple[str, str, str]:
         sql, sc, ec = self.sql, self._sc, self._ec
