@@ -1,31 +1,43 @@
 """Step bodies run as their own tasks: ``ctx.step.map`` items and ``ctx.step.run(queue=)``.
 
-The delivery that fans out writes one journal record per item (kind ``item``: the function's
-import path, its input and the queue) together with its own step, sends the item tasks once
-that commits and suspends: no worker is held while the items run. Each item task claims its
-record (an attempt count is the fence), runs the body and records the outcome; the last item
-to finish wakes the execution, whose next delivery gathers the results in order.
+The delivery that fans out writes its step's record, with the count of its items (its meta's
+``storage.LEFT``), and one journal record per item (kind ``item``: the function's import path,
+its input, the queue and the step's key) in one transaction, publishes the item tasks in a few
+batches once that commits, and suspends: no worker is held while the items run.
+
+An item task is two writes: its claim (one statement; the attempt count it bumps is the fence)
+and, after the body, its outcome (``Storage.record_item``: one statement where the database
+allows), which also counts the item off its step's record. That count is serialised by the
+record's lock, so of items finishing at the same time exactly one finds none left: it wakes the
+execution in that same write, once, and only after every other result is committed. The next
+delivery finds them all in the journal it reads with its claim and records the step in one write.
 """
 
 from __future__ import annotations
 
 import importlib
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Callable
 
 from durableflow import exceptions, values
 from durableflow.engine import faults, logs, names, tracing
 from durableflow.engine.states import StepStatus
+from durableflow.engine.steering import wake_moves
 from durableflow.engine.storage import NOW
 from durableflow.engine.timeouts import call_with_timeout
 
 if TYPE_CHECKING:
     from durableflow.engine.verbs import Engine
 
-__all__ = ["Items", "ITEM", "function_path", "resolve_function", "item_error"]
+__all__ = ["Items", "ITEM", "STEP", "LIMITED", "function_path", "resolve_function", "item_error"]
 
 logger = logs.logger("durableflow")
 
 ITEM = "item"
+# An item record's meta: the key of the step it belongs to (whose record counts its items), and
+# whether that step sends its items a few at a time (``max_concurrency``).
+STEP = "step"
+LIMITED = "limited"
 
 
 def function_path(fn: Callable[..., Any]) -> str:
@@ -117,12 +129,40 @@ class Items:
             fields = self._perform(fn, meta)
             if fields["status"] == StepStatus.FAILED:
                 tracing.failed(span, fields["error"])
+        if not self._record(execution_id, key, attempt[0], meta, fields):
+            logger.warning("stale item result rejected: %r of execution %s (attempt %d)", key, execution_id, attempt[0])
+            return "stale"
+        return fields["status"]
+
+    def _record(
+        self: Engine, execution_id: str, key: str, attempt: int, meta: dict[str, Any], fields: dict[str, Any]
+    ) -> bool:
+        """Record the outcome, counted off its step's items; the last item wakes the execution in
+        the same write. With ``max_concurrency`` the next item waiting is sent in its transaction
+        (the count locks the step's record: items finishing at once pick the next one in turn)."""
+        storage = self.storage
+        if meta.get(STEP) is None:  # fanned out before items were counted
+            return self._record_uncounted(execution_id, key, attempt, fields)
+        with storage.atomic() if meta.get(LIMITED) else nullcontext():
+            recorded = storage.record_item(execution_id, key, attempt, fields, step=meta[STEP], wake=wake_moves())
+            if recorded is None:
+                return False
+            if recorded.woken is not None:
+                self.deliver_woken([(execution_id, *recorded.woken)])
+            if meta.get(LIMITED) and recorded.left != 0:
+                following = storage.send_next_item(execution_id)
+                if following is not None:
+                    storage.enqueue(names.RUN_ITEM, (execution_id, following[0]), following[1])
+        if recorded.left is None and not storage.items_left(execution_id):
+            self.wake([execution_id])  # its step's record counts nothing: as for an uncounted item
+        return True
+
+    def _record_uncounted(self: Engine, execution_id: str, key: str, attempt: int, fields: dict[str, Any]) -> bool:
+        """An item fanned out before its step counted its items (a run in flight across an upgrade)."""
+        storage = self.storage
         with storage.atomic():
-            if not storage.finish_item(execution_id, key, attempt[0], fields):
-                logger.warning(
-                    "stale item result rejected: %r of execution %s (attempt %d)", key, execution_id, attempt[0]
-                )
-                return "stale"
+            if not storage.finish_item(execution_id, key, attempt, fields):
+                return False
             following = storage.send_next_item(execution_id)  # max_concurrency: the next one waiting
             if following is not None:
                 storage.enqueue(names.RUN_ITEM, (execution_id, following[0]), following[1])
@@ -130,7 +170,7 @@ class Items:
         # none left, so the execution is woken at least once.
         if not storage.items_left(execution_id):
             self.wake([execution_id])
-        return fields["status"]
+        return True
 
     def _perform(self: Engine, fn: Callable[..., Any], meta: dict[str, Any]) -> dict[str, Any]:
         if meta.get("spread"):

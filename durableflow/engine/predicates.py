@@ -1,10 +1,11 @@
 """The conditions storages select executions by, written once in the engine's terms.
 
 A claim, the sweep's scans (due, stale, overdue) and the same-host lease scan are each a small
-tree over an execution's fields. The memory storage evaluates a tree (``holds``); the ORM storage
-renders the same tree as SQL for its hand-written claim and as a ``Q`` for its QuerySets
-(``durableflow.orm.predicates``). So a boundary such as ``lease_expires_at == now`` answers the
-same in every storage: a lease is free only once it expired *before* now.
+tree over an execution's fields (an item task's claim: over its step record's). The memory
+storage evaluates a tree (``holds``); the ORM storage renders the same tree as SQL for its
+hand-written claims and as a ``Q`` for its QuerySets (``durableflow.orm.predicates``). So a
+boundary such as ``lease_expires_at == now`` answers the same in every storage: a lease is free
+only once it expired *before* now.
 
 Comparisons follow SQL's rule for NULL: a field that is None satisfies only ``Null``; a parameter
 that is None matches nothing.
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable, Mapping, Union
 
-from durableflow.engine.states import DUE_ONLY, LEASED, RUNNABLE, ExecutionStatus, sources_for
+from durableflow.engine.states import DUE_ONLY, LEASED, RUNNABLE, ExecutionStatus, StepStatus, sources_for
 
 __all__ = [
     "NOW",
@@ -39,6 +40,7 @@ __all__ = [
     "OVERDUE",
     "LEASE_LIVE",
     "LEASE_EXPIRED",
+    "ITEM_CLAIMABLE",
     "CLAIM_FIELDS",
 ]
 
@@ -187,6 +189,13 @@ OVERDUE = AllOf(In("status", RUNNABLE), NotAfter("deadline_at"), Null("cancel_re
 LEASE_EXPIRED = AllOf(In("status", LEASED), Before("lease_expires_at"))
 # Held by a delivery whose lease has not expired (the same-host scan adds the holder's host).
 LEASE_LIVE = AllOf(In("status", LEASED), NotBefore("lease_expires_at"))
+# An item (a step body run as its own task) that an item task may start: sent and waiting, or
+# running under an attempt that started more than ``lease_seconds`` before now (its worker died or
+# hangs). Over the item's step record; its execution must be unfinished too (``RUNNABLE``).
+ITEM_CLAIMABLE = AnyOf(
+    In("status", frozenset({StepStatus.WAITING})),
+    AllOf(In("status", frozenset({StepStatus.RUNNING})), Before("started_at", Ago("lease_seconds"))),
+)
 
 # The execution fields a claim returns to its delivery (``ClaimRow.execution``), in this order.
 CLAIM_FIELDS = (

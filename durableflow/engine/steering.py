@@ -204,7 +204,8 @@ class Steering:
         ``pending``, so an execution that is finished or already woken is left alone. One that
         is running is marked instead (``wake_pending``): should its delivery suspend, it is
         delivered again at once rather than left waiting for what already happened. Returns
-        the ids moved to ``pending``.
+        the ids moved to ``pending``. (The last item of a map makes the same moves in the write
+        that records it: ``wake_moves``, ``deliver_woken``.)
         """
         return self.deliver_woken(self.storage.mark_executions(execution_ids, wake_moves()))
 

@@ -65,11 +65,13 @@ __all__ = [
     "TAKEN",
     "CLOSED",
     "CONSUMED",
+    "LEFT",
     "ClaimRow",
     "OutcomeRow",
     "Owner",
     "Satisfaction",
     "Satisfied",
+    "ItemRecorded",
     "LeaseHandle",
     "Storage",
 ]
@@ -90,6 +92,10 @@ ANY: Any = _Sentinel("ANY")  # a condition that matches every value
 TAKEN = "taken"
 CLOSED = "closed"
 CONSUMED = "consumed"
+
+# The meta key of a fanned-out step's record (a map, a ``run(queue=)`` attempt) that counts its
+# items not finished yet: set by the delivery that fans out, counted down by ``record_item``.
+LEFT = "left"
 
 
 @dataclass
@@ -147,6 +153,14 @@ class Satisfied:
     taken: int = 0  # the waiters satisfied
     moved: list[tuple[str, str, str]] = field(default_factory=list)  # as ``mark_executions``: (id, queue, status)
     unsure: bool = False  # open waiters whose ``match`` the storage could not judge were left open
+
+
+@dataclass
+class ItemRecorded:
+    """What recording an item's outcome did (``record_item``)."""
+
+    left: int | None  # its step's items still unfinished; None: the step keeps no count (``LEFT``)
+    woken: tuple[str, str] | None = None  # the last item: (queue, status it had) of the execution marked
 
 
 class LeaseHandle(Protocol):
@@ -372,11 +386,30 @@ class Storage(Protocol):
     # Step bodies as their own tasks (map items, run(queue=)) ------------------------------
 
     def claim_item(self, execution_id: str, key: str, lease_seconds: float) -> tuple[int, dict[str, Any]] | None:
-        """Start an attempt of a waiting item (or of a running one whose attempt is older than the
-        lease) of an unfinished execution: ``(attempt, meta)``, or ``None``."""
+        """Start an attempt of an item of an unfinished execution that may start
+        (``predicates.ITEM_CLAIMABLE``: waiting, or running under an attempt older than
+        ``lease_seconds``), counting it in the record's attempts: ``(attempt, meta)``, or ``None``."""
+
+    def record_item(
+        self,
+        execution_id: str,
+        key: str,
+        attempt: int,
+        fields: dict[str, Any],
+        *,
+        step: str,
+        wake: dict[str, dict[str, Any]],
+    ) -> ItemRecorded | None:
+        """One write: give the item the outcome ``fields`` only while ``attempt`` is its running
+        attempt (else ``None``: a stale or repeated attempt, nothing written), and count it off
+        the ``LEFT`` of the record of ``step``; the item that brings that count to zero also gives
+        the execution the fields of its status in ``wake`` (as ``mark_executions``). Items that
+        finish at the same time are counted one after the other (the step's record is locked),
+        so exactly one of them finds none left."""
 
     def finish_item(self, execution_id: str, key: str, attempt: int, fields: dict[str, Any]) -> bool:
-        """Record the attempt's outcome, only if it is still the item's attempt."""
+        """Write ``fields`` to the item only if ``attempt`` is still its running attempt (counts
+        nothing: an attempt given back, an item of a step that keeps no count)."""
 
     def send_next_item(self, execution_id: str) -> tuple[str, str] | None:
         """Mark the earliest item not sent yet as sent: its (key, queue), or ``None``."""

@@ -22,16 +22,17 @@ from durableflow.engine.states import ExecutionStatus
 from durableflow.engine.storage import ANY, NOW
 from durableflow.orm.predicates import to_sql
 
-__all__ = ["statements", "fenced_insert", "RECORD_FIELDS"]
+__all__ = ["statements", "fenced_insert", "RECORD_FIELDS", "ASYNC_COMMIT"]
 
 S = ExecutionStatus
 
 # The claim's transaction (only it: ``true`` makes the setting local to it) commits without
-# waiting for its WAL to reach the disk. Safe because nothing outside the delivery acts on a
-# claim: a claim lost with a crashed database server leaves the execution as it was (pending,
-# or under an expired lease), the delivery's next fenced write fails, and the sweep delivers it
-# again; any write the delivery commits afterwards waits for the disk, and with it the claim.
-_ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
+# waiting for its WAL to reach the disk (an item task's two writes too: ``durableflow.orm.items``).
+# Safe because nothing outside the delivery acts on a claim: a claim lost with a crashed
+# database server leaves the execution as it was (pending, or under an expired lease), the
+# delivery's next fenced write fails, and the sweep delivers it again; any write the delivery
+# commits afterwards waits for the disk, and with it the claim.
+ASYNC_COMMIT = ", set_config('synchronous_commit', 'off', true)"
 
 
 class Statements:
@@ -92,7 +93,7 @@ class Statements:
             f"RETURNING {', '.join(ec(c) for c in CLAIM_FIELDS)}, "
             # Whether there is a journal to read: a first delivery skips that round trip.
             f"EXISTS (SELECT 1 FROM {step} WHERE {step}.{sc('execution')} = {execution}.{ec('id')}), {now}"
-            f"{_ASYNC_COMMIT if vendor == 'postgresql' else ''}"
+            f"{ASYNC_COMMIT if vendor == 'postgresql' else ''}"
         )
         # Timestamps as UTC text, parsed only when a record's are read (``JournalRow``; a replay
         # reads none): the drivers' converters would parse two per record of a long journal on
@@ -174,26 +175,53 @@ class Statements:
             params["fence_token"] = token
         for number, status in enumerate(statuses or ()):
             params[f"status_{number}"] = status
+        params.update(self.assigned(table, fields, adapt))
+        return sql, params
+
+    def assignments(self, table: str, names: tuple[str, ...], now: frozenset[str]) -> str:
+        """``column = value, ...`` of ``table``'s fields ``names`` (those in ``now``: the clock,
+        parameter ``now``; the others: parameters ``v_<name>``, see ``assigned``)."""
+        column, moment = self._columns[table], self._moment.format(name="now")
+
+        def value(name: str) -> str:
+            return moment if name in now else self.placeholder(name, f"v_{name}")
+
+        return ", ".join(f"{column(name)} = {value(name)}" for name in names)
+
+    def placeholder(self, name: str, param: str) -> str:
+        """The placeholder of parameter ``param`` holding a value of field ``name`` (typed on
+        PostgreSQL where the column's type cannot be inferred: JSON, timestamps, integers)."""
+        return f"%({param})s{self._casts.get(name, '')}"
+
+    def assigned(self, table: str, fields: dict[str, Any], adapt) -> dict[str, Any]:
+        """The ``v_<name>`` parameters of ``assignments`` for ``fields`` (``NOW`` left out)."""
+        params = {}
         json = self._json[table]
-        for name in names:
-            value = fields[name]
-            if name in now:
+        for name, value in fields.items():
+            if value is NOW:
                 continue
             if name in json:
                 value = None if value is None else _dumps(value)
             elif isinstance(value, datetime):
                 value = adapt(value)
             params[f"v_{name}"] = value
-        return sql, params
+        return params
+
+    def column(self, table: str, name: str) -> str:
+        """The quoted column of field ``name`` of ``table`` (``"execution"`` or ``"step"``)."""
+        return self._columns[table](name)
+
+    def table(self, table: str) -> str:
+        """The quoted name of ``table`` (``"execution"`` or ``"step"``)."""
+        return self._tables[table]
+
+    def param(self, name: str) -> str:
+        """A text parameter's placeholder (typed on PostgreSQL: the statements are prepared)."""
+        return f"%({name})s{self._text}"
 
     def _update_sql(self, table, names, now, fence, statuses, unless_woken, watched) -> str:
         column, text, ec = self._columns[table], self._text, self._ec
-        moment = self._moment.format(name="now")
-
-        def value(name: str) -> str:
-            return moment if name in now else f"%(v_{name})s{self._casts.get(name, '')}"
-
-        assignments = ", ".join(f"{column(name)} = {value(name)}" for name in names)
+        assignments = self.assignments(table, names, now)
         if table == "execution":
             where = [f"{ec('id')} = %(fence_id)s{text}"]
             lease = ec("lease_token")

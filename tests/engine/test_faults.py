@@ -213,10 +213,10 @@ def test_a_transient_failure_of_a_transactional_step_s_record_is_retried_by_the_
 def test_an_item_task_the_database_failed_under_gives_its_attempt_back(backend):
     execution_id = backend.start("t.faults-map", {"items": [1, 2]})
     assert backend.deliver(execution_id) == "suspended"
-    failed = fail_once(backend.storage, "finish_item")
+    failed = fail_once(backend.storage, "record_item")
 
     assert backend.run_items(execution_id)[0] == faults.FAULT
-    assert failed == ["finish_item"]
+    assert failed == ["record_item"]
     assert backend.run_items(execution_id) == ["completed"]  # the one given back, claimable at once
     assert backend.run(execution_id).result == [2, 4]
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import durableflow
+from durableflow import dispatch
 from durableflow.models import Execution, StepRecord
 from tests.helpers import uid, wait_for, wait_status
 from tests.testapp.models import Marker
@@ -79,9 +80,32 @@ def test_map_survives_a_worker_sigkilled_mid_map(cluster, live_db, workers):
     done = wait_status(execution.id, timeout=180)
 
     assert [n for n, _ in done.result] == list(range(50))
-    keys = list(StepRecord.objects.filter(execution_id=execution.id, kind="item").values_list("key", flat=True))
+    items = StepRecord.objects.filter(execution_id=execution.id, kind="item")
+    keys = list(items.values_list("key", flat=True))
     assert sorted(keys) == sorted(f"items[{n}]" for n in range(50))  # one record per item
+    assert set(items.values_list("status", flat=True)) == {"completed"}
+    assert items.filter(attempts__gt=1).exists()  # the killed ones ran again, their results recorded once
     assert StepRecord.objects.filter(execution_id=execution.id, key="items").count() == 1
+    # Woken once: the delivery that fanned out, and the one the last item's write asked for.
+    assert done.deliveries == 2
+
+
+def test_a_map_whose_item_messages_are_each_sent_three_times_runs_records_and_wakes_once(cluster, live_db, workers):
+    queue, tag = uid("q"), uid("map-dup")
+    workers(queue, concurrency=2)
+    execution = durableflow.start("t.map", {"n": 30, "hold": 0.05, "tag": tag}, queue=queue)
+    items = StepRecord.objects.filter(execution_id=execution.id, kind="item")
+    wait_for(lambda: items.count() == 30, timeout=60, what="the map to fan out")
+
+    keys = [(execution.id, f"items[{n}]") for n in range(30)]
+    for _ in range(2):  # a broker that delivers twice, a sweep that re-sends: copies of every message
+        dispatch.send_many(dispatch.RUN_ITEM, keys, queue)
+    done = wait_status(execution.id, timeout=120)
+
+    assert [n for n, _ in done.result] == list(range(30))
+    assert set(items.values_list("attempts", flat=True)) == {1}  # each claimed once: the copies skipped
+    assert Marker.objects.filter(name__startswith=f"{tag}:").count() == 30  # each body ran once
+    assert done.deliveries == 2  # woken once
 
 
 def test_continue_as_new_keeps_journals_short_over_a_thousand_iterations(cluster, live_db):

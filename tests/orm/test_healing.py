@@ -169,7 +169,7 @@ def test_a_delivery_that_keeps_failing_is_left_to_the_sweep_after_the_last_resen
 def test_a_faulted_item_task_is_sent_again(live_db, monkeypatch):
     execution = durableflow.start("t.faults-map", {"items": [3]}, queue=NOBODY)
     assert tasks.deliver.apply((execution.id,)).get() == "suspended"
-    failed = _failing(monkeypatch, "finish_item", 1)
+    failed = _failing(monkeypatch, "record_item", 1)
     [key] = Execution.objects.get(pk=execution.id).steps.filter(kind="item").values_list("key", flat=True)
 
     assert tasks.run_item.apply((execution.id, key)).get() == "completed"

@@ -141,3 +141,58 @@ def test_the_claim_statement_embeds_the_claimable_condition():
     column = lambda field: connection.ops.quote_name(Execution._meta.get_field(field).column)  # noqa: E731
     assert column("concurrency_ticket") + " IS NULL" in claim
     assert "%(take_over)s" in claim
+
+
+# An item task's claim: over its step record (started_at: when its attempt started or it was sent).
+LEASE = 60.0
+ITEM_ROWS = {
+    "waiting, sent": ({"status": "waiting", "started_at": NOW}, True),
+    "waiting, not sent yet": ({"status": "waiting"}, True),
+    "running, started exactly a lease ago": ({"status": "running", "started_at": NOW - timedelta(seconds=LEASE)}, False),
+    "running, started a lease and a microsecond ago": (
+        {"status": "running", "started_at": NOW - timedelta(seconds=LEASE, microseconds=1)}, True),
+    "running, started just now": ({"status": "running", "started_at": NOW}, False),
+    "completed long ago": ({"status": "completed", "started_at": NOW - timedelta(days=1)}, False),
+}  # fmt: skip
+
+
+@pytest.fixture
+def items(db):
+    from durableflow.models import StepRecord
+
+    Execution.objects.create(id="items", workflow="w", enqueued_at=NOW)
+    for index, (fields, _) in enumerate(ITEM_ROWS.values()):
+        StepRecord.objects.create(execution_id="items", key=f"i{index}", kind="item", **fields)
+    return {name: f"i{index}" for index, name in enumerate(ITEM_ROWS)}
+
+
+def _item_by_sql(key: str) -> bool:
+    from durableflow.models import StepRecord
+
+    qn = connection.ops.quote_name
+    if connection.vendor == "postgresql":
+        now, values = "%(now)s::timestamptz", {"now": NOW, "lease_seconds": LEASE}
+        ago = lambda name: f"({now} - %({name})s * INTERVAL '1 second')"  # noqa: E731
+    else:
+        adapt = connection.ops.adapt_datetimefield_value
+        now, values = "%(now)s", {"now": adapt(NOW), "ago": adapt(NOW - timedelta(seconds=LEASE))}
+        ago = lambda name: "%(ago)s"  # noqa: E731
+    column = lambda field: qn(StepRecord._meta.get_field(field).column)  # noqa: E731
+    where = to_sql(predicates.ITEM_CLAIMABLE, column, now, lambda name: f"%({name})s", ago)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT 1 FROM {qn(StepRecord._meta.db_table)} WHERE {qn('key')} = %(key)s AND {where}",
+                       {**values, "key": key})  # fmt: skip
+        return cursor.fetchone() is not None
+
+
+def test_an_item_may_start_when_waiting_or_once_its_attempt_is_older_than_the_lease_in_python_and_in_sql(items):
+    from durableflow.models import StepRecord
+
+    answers = {
+        name: (
+            predicates.holds(predicates.ITEM_CLAIMABLE, StepRecord.objects.get(key=key), NOW, {"lease_seconds": LEASE}),
+            _item_by_sql(key),
+        )
+        for name, key in items.items()
+    }
+    assert answers == {name: (expected, expected) for name, (_, expected) in ITEM_ROWS.items()}

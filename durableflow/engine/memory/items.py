@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from durableflow.engine import predicates
 from durableflow.engine.memory.clone import clone
 from durableflow.engine.memory.core import MemoryCore
 from durableflow.engine.states import RUNNABLE, STEP_UNFINISHED, StepStatus
+from durableflow.engine.storage import LEFT, ItemRecorded
 
 __all__ = ["MemoryItems"]
 
@@ -28,11 +30,33 @@ class MemoryItems(MemoryCore):
             if execution is None or execution.status not in RUNNABLE or record is None or record.kind != ITEM:
                 return None
             now = self.clock()
-            expired = record.started_at is not None and record.started_at < now - timedelta(seconds=lease_seconds)
-            if not (record.status == StepStatus.WAITING or (record.status == StepStatus.RUNNING and expired)):
+            if not predicates.holds(predicates.ITEM_CLAIMABLE, record, now, {"lease_seconds": lease_seconds}):
                 return None
             record.status, record.attempts, record.started_at = StepStatus.RUNNING, record.attempts + 1, now
             return record.attempts, clone(record.meta)
+
+    def record_item(
+        self,
+        execution_id: str,
+        key: str,
+        attempt: int,
+        fields: dict[str, Any],
+        *,
+        step: str,
+        wake: dict[str, dict[str, Any]],
+    ) -> ItemRecorded | None:
+        with self.lock:
+            if not self.finish_item(execution_id, key, attempt, fields):
+                return None
+            counted = self.tables.steps.get(execution_id, {}).get(step)
+            left = None if counted is None else counted.meta.get(LEFT)
+            if counted is None or not isinstance(left, int) or left <= 0:
+                return ItemRecorded(None)
+            counted.meta = {**counted.meta, LEFT: left - 1}
+            if left > 1:
+                return ItemRecorded(left - 1)
+            marked = self.mark_executions([execution_id], wake)
+            return ItemRecorded(0, (marked[0][1], marked[0][2]) if marked else None)
 
     def finish_item(self, execution_id: str, key: str, attempt: int, values: dict[str, Any]) -> bool:
         with self.lock:

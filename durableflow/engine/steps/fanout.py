@@ -1,10 +1,10 @@
 """``ctx.step.map`` and ``ctx.step.run(queue=)``: step bodies run as their own Celery tasks.
 
-The delivery writes the step's record and one ``item`` record per body to run (see
-``durableflow.engine.items``) in one fenced transaction, sends the item tasks once it
-commits, and suspends: the execution holds no worker while they run. The item that finishes
-last wakes it; its next delivery finds every item record in the journal it claimed and
-gathers the results, in item order.
+The delivery writes the step's record, counting its items, and one ``item`` record per body to
+run (see ``durableflow.engine.items``) in one fenced transaction, publishes the item tasks in a
+few batches once it commits, and suspends: the execution holds no worker while they run. The item
+that finishes last wakes it, in the write that records it; its next delivery finds every item
+record in the journal it claimed and gathers the results, in item order, into one write.
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from typing import Any, Callable
 from durableflow import exceptions, values
 from durableflow.engine import names
 from durableflow.engine.context import MAX_KEY_LENGTH
-from durableflow.engine.items import ITEM, function_path, item_error
+from durableflow.engine.items import ITEM, LIMITED, STEP, function_path, item_error
 from durableflow.engine.records import StepRecordData
 from durableflow.engine.states import STEP_FINISHED, StepStatus
 from durableflow.engine.steps.base import StepBase, started_at
+from durableflow.engine.storage import LEFT
 
 __all__ = ["FanoutSteps", "item_key", "attempt_key"]
 
 _DONE = STEP_FINISHED
+FIRST_BATCH = 4  # item messages in the first batch published (see _batches)
 
 
 def item_key(key: str, index: int) -> str:
@@ -80,18 +82,21 @@ class FanoutSteps(StepBase):
             return []
         queue = queue or delivery.journal.queue
         window = len(inputs) if max_concurrency is None else max_concurrency
-        meta = {"fn": path, "items": len(inputs), "queue": queue, "max_concurrency": max_concurrency}
+        meta = {"fn": path, "items": len(inputs), "queue": queue, "max_concurrency": max_concurrency, LEFT: len(inputs)}
+        shared = {"fn": path, "queue": queue, STEP: key, **({LIMITED: True} if window < len(inputs) else {})}
         records = [
             StepRecordData(
                 key=item_key(key, index),
                 kind=ITEM,
                 status=StepStatus.WAITING,
-                meta={"fn": path, "input": item, "queue": queue},
+                meta={**shared, "input": item},
                 started_at=now if index < window else None,  # None: not sent yet (max_concurrency)
             )
             for index, item in enumerate(inputs)
         ]
-        self._fan_out(StepRecordData(key=key, kind="map", status=StepStatus.WAITING, meta=meta, started_at=now), records)
+        self._fan_out(
+            StepRecordData(key=key, kind="map", status=StepStatus.WAITING, meta=meta, started_at=now), records
+        )
         raise delivery.suspend(None, {"kind": "task", "step": key, "items": len(inputs)})
 
     def _gather(self, key: str, record: StepRecordData) -> list[Any]:
@@ -106,7 +111,8 @@ class FanoutSteps(StepBase):
             return self._record_failure("map", key, record, 1, error, record.started_at)
         value = [item.value for item in items]
         delivery.go_live()
-        delivery.record_live(key, "map", value, attempts=1, meta=record.meta, started_at=record.started_at)
+        meta = {name: field for name, field in record.meta.items() if name != LEFT}
+        delivery.record_live(key, "map", value, attempts=1, meta=meta, started_at=record.started_at)
         return value
 
     def _run_remote(
@@ -131,7 +137,9 @@ class FanoutSteps(StepBase):
         delivery.go_live()
         now = delivery.journal.now()
         try:
-            _, arguments = values.roundtrip({"args": list(fn_args), "kwargs": kwargs}, max_bytes=delivery.settings.max_payload_bytes)
+            _, arguments = values.roundtrip(
+                {"args": list(fn_args), "kwargs": kwargs}, max_bytes=delivery.settings.max_payload_bytes
+            )
         except exceptions.WorkflowValueError as exc:
             exc.message = f"step {key!r}: the arguments of a step on a queue must be durable values: {exc.message}"
             return self._record_failure("run", key, record, number, exc, now, carry=carry)
@@ -140,27 +148,43 @@ class FanoutSteps(StepBase):
             kind="run",
             status=StepStatus.WAITING,
             attempts=number - 1,
-            meta={**(carry or {}), "task": number, "queue": queue},
+            meta={**(carry or {}), "task": number, "queue": queue, LEFT: 1},
             started_at=started_at(record, now),
         )
         body = StepRecordData(
             key=attempt_key(key, number),
             kind=ITEM,
             status=StepStatus.WAITING,
-            meta={"fn": path, "input": arguments, "spread": True, "queue": queue, "timeout": timeout},
+            meta={"fn": path, "input": arguments, "spread": True, "queue": queue, "timeout": timeout, STEP: key},
             started_at=now,
         )
         self._fan_out(step, [body], new=record is None)
         raise delivery.suspend(None, {"kind": "task", "step": key, "attempt": number, "queue": queue})
 
     def _fan_out(self, step: StepRecordData, bodies: list[StepRecordData], *, new: bool = True) -> None:
-        """Record ``step`` and its item records together, and send the first items once that commits."""
+        """Record ``step`` (its meta counts its items: ``LEFT``) and their records together, and
+        publish the first items in a few batches once that commits."""
         ctx = self._ctx
         delivery = self._delivery
         storage = delivery.journal.storage
+        sent: dict[str, list[tuple]] = {}
+        for body in bodies:
+            if body.started_at is not None:
+                sent.setdefault(body.meta["queue"], []).append((ctx.execution_id, body.key))
         with storage.atomic():
             delivery.write(step, new=new)
             delivery.write_many(bodies)
-            for body in bodies:
-                if body.started_at is not None:
-                    storage.enqueue(names.RUN_ITEM, (ctx.execution_id, body.key), body.meta["queue"])
+            for queue, messages in sent.items():
+                for batch in _batches(messages):
+                    storage.enqueue_many(names.RUN_ITEM, batch, queue)
+
+
+def _batches(messages: list[tuple]) -> list[list[tuple]]:
+    """``messages`` in batches that double (4, 8, 16...): each is published as one (one producer,
+    one pipeline) as soon as the one before; a small first batch lets the other workers start on
+    the first items while this process publishes the rest, and a large map costs a few batches."""
+    batches, start, size = [], 0, FIRST_BATCH
+    while start < len(messages):
+        batches.append(messages[start : start + size])
+        start, size = start + size, size * 2
+    return batches
