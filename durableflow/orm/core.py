@@ -14,6 +14,7 @@ the sweep locks the rows it reads (SKIP LOCKED on PostgreSQL; SQLite serialises 
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
@@ -113,9 +114,15 @@ class OrmCore:
     def enqueue(self, task: str, args: tuple, queue: str) -> bool:
         headers = tracing.carrier()  # the span that asked for it (a start's), not the one current at the commit
         if backend.in_transaction(self.connection):
-            transaction.on_commit(lambda: _send(dispatch.send, task, args, queue, headers), using=self.alias)
+            self._publish_on_commit(dispatch.prepare(task, args, queue, headers))
             return True
         return _send(dispatch.send, task, args, queue, headers)
+
+    def _publish_on_commit(self, message: dispatch.Message | None) -> None:
+        """Publish ``message`` once the transaction commits, never if it rolls back: it was built
+        while the transaction was open, so the publish is all that is left after the commit."""
+        if message is not None:
+            transaction.on_commit(functools.partial(dispatch.publish, message), using=self.alias)
 
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
         if not args_list:
@@ -135,8 +142,9 @@ class OrmCore:
         return self.create_executions([values])[0]
 
     def create_and_enqueue(self, values: dict[str, Any], task: str, args: tuple, queue: str) -> Execution | None:
-        # On PostgreSQL outside a transaction, the message is published while the INSERT
-        # commits (``durableflow.orm.backend``); anywhere else, once the row is written.
+        # On PostgreSQL the message is built, and in autocommit published, while the INSERT runs
+        # (``durableflow.orm.backend``); inside a transaction it is published once that commits.
+        # Anywhere else, once the row is written.
         connection = self.connection
         if not backend.possible(connection):
             execution = self.create_execution(values)
@@ -145,8 +153,17 @@ class OrmCore:
             return execution
         insert, _ = self._execution_insert(values)
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
-        rows = backend.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
-        return insert.instance(self.alias, values, rows[0][1:]) if rows else None
+        sql = insert.numbered_sql()
+        if not backend.in_transaction(connection):
+            rows = backend.run(connection, sql, params, lambda: self.enqueue(task, args, queue))
+            return insert.instance(self.alias, values, rows[0][1:]) if rows else None
+        headers = tracing.carrier()
+        built: list[dispatch.Message | None] = []
+        rows = backend.run(connection, sql, params, lambda: built.append(dispatch.prepare(task, args, queue, headers)))
+        if not rows:
+            return None
+        self._publish_on_commit(built[0])
+        return insert.instance(self.alias, values, rows[0][1:])
 
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[Execution | None]:
         # One hand-written INSERT ... ON CONFLICT DO NOTHING per batch: a taken id or key
