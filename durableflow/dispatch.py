@@ -124,8 +124,11 @@ def publish(message: Message) -> bool:
     sweep sends the work again). Inside a transactional step's body it refuses instead
     (``TRANSACTION_FORBIDDEN_CALL``)."""
     _refuse_inside_transaction(message.task)
-    from celery import current_app as app
+    from celery.app import app_or_default
 
+    # The app itself, not the current_app proxy (one object whatever app it stands for): the warm
+    # producer belongs to one app, and is made again for another.
+    app = app_or_default()
     try:
         if _warm.lock.acquire(blocking=False):
             try:

@@ -151,7 +151,7 @@ class OrmCore:
             if execution is not None:
                 self.enqueue(task, args, queue)
             return execution
-        insert, _ = self._execution_insert(values)
+        insert = self._execution_insert(values)  # sent on the driver's connection: no cursor
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
         sql = insert.numbered_sql()
         if not backend.in_transaction(connection):
@@ -171,11 +171,11 @@ class OrmCore:
         # outside a transaction, a single batch is its own (autocommitted) transaction.
         if not values_list:
             return []
-        insert, cursor = self._execution_insert(values_list[0])
+        insert = self._execution_insert(values_list[0])
         adapt = self.connection.ops.adapt_datetimefield_value
         size = max(1, (self.connection.features.max_query_params or _MAX_PARAMS) // insert.width)
-        if len(values_list) > 1:  # an INSERT of that many rows is not worth preparing
-            cursor = backend.cursor(self.connection, prepare=False)
+        # An INSERT of many rows is not worth preparing.
+        cursor = self._sql()[1] if len(values_list) == 1 else backend.cursor(self.connection, prepare=False)
         inserted: dict[str, tuple] = {}
         with nullcontext() if len(values_list) <= size else transaction.atomic(using=self.alias, savepoint=False):
             for start in range(0, len(values_list), size):
@@ -189,10 +189,9 @@ class OrmCore:
 
     def _execution_insert(self, values: dict[str, Any]):
         """The INSERT for executions with ``values``' fields (those given as ``NOW`` left to the
-        database), and the storage's cursor."""
-        sql, cursor = self._sql()
+        database)."""
         names = tuple(name for name, value in values.items() if value is not NOW)
-        return sql.execution_insert(names, tuple(name for name in values if values[name] is NOW)), cursor
+        return statements(self.connection).execution_insert(names, tuple(name for name in values if values[name] is NOW))
 
     def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> Execution | None:
         # Every verb and every wait reads the row by id. Fields left out are deferred: read on access.
