@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 from celery import chain
+from django.db import transaction
 
 import durableflow
 from bench.ceiling import Primary
@@ -55,8 +56,6 @@ def durableflow_latency_ms(steps: int) -> float:
 def durableflow_atomic_latency_ms(steps: int) -> float:
     """The same, started inside the caller's ``transaction.atomic()`` (a view's transaction): the
     INSERT is the transaction's, the delivery is sent once it commits."""
-    from django.db import transaction
-
     started = time.perf_counter()
     with transaction.atomic():
         execution = durableflow.start("bench.steps", {"steps": steps})
@@ -170,8 +169,9 @@ def _ms(fn) -> float:
 
 
 def starts(n: int, many: int) -> dict[str, Any]:
-    """``start`` beside one ``apply_async`` (ms per call, alternating one by one), and
-    ``start_many`` of ``many`` executions beside ``many`` ``apply_async`` calls (seconds)."""
+    """``start`` beside one ``apply_async`` (ms per call, taken in rotation one by one; also a
+    keyed start and a start inside the caller's ``transaction.atomic()``), and ``start_many`` of
+    ``many`` executions beside ``many`` ``apply_async`` calls (seconds)."""
     ids: list[str] = []
 
     def one_start() -> None:
@@ -183,15 +183,20 @@ def starts(n: int, many: int) -> dict[str, Any]:
     def one_keyed() -> None:  # under a concurrency key: lock the key, count its runs, then insert
         ids.append(durableflow.start("bench.keyed", {"steps": 1, "key": uuid.uuid4().hex}, queue=START_QUEUE).id)
 
+    def one_atomic() -> None:  # inside the caller's transaction: BEGIN, the INSERT, COMMIT, then the publish
+        with transaction.atomic():
+            ids.append(durableflow.start("bench.steps", {"steps": 1}, queue=START_QUEUE).id)
+
     out: dict[str, Any] = {"n": n, "many": many}
     try:
-        one_start(), one_send(), one_keyed()  # warm the paths
-        ours, theirs, keyed = [], [], []
+        one_start(), one_send(), one_keyed(), one_atomic()  # warm the paths
+        ours, theirs, keyed, atomic = [], [], [], []
         for i in range(n):
-            calls = [(ours, one_start), (theirs, one_send), (keyed, one_keyed)]
-            for bucket, call in calls[i % 3 :] + calls[: i % 3]:
+            calls = [(ours, one_start), (theirs, one_send), (keyed, one_keyed), (atomic, one_atomic)]
+            for bucket, call in calls[i % 4 :] + calls[: i % 4]:
                 bucket.append(_ms(call))
         out["start_ms"], out["apply_async_ms"], out["keyed_start_ms"] = summary(ours), summary(theirs), summary(keyed)
+        out["atomic_start_ms"] = summary(atomic)
 
         def sends() -> None:
             for _ in range(many):

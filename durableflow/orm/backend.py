@@ -13,17 +13,26 @@ What is here:
   own (``make_cursor`` / ``make_debug_cursor``), so that errors are translated and query
   logging still sees it;
 - ``possible`` / ``run``: one statement sent to PostgreSQL and something else done while the
-  server runs and commits it.
+  server runs it.
 
 A start is an INSERT that must commit and a broker publish; done one after the other, the
 caller waits for the server's commit (its disk flush) and then for the broker. ``run`` sends the
 INSERT through psycopg's libpq wrapper (``Connection.pgconn``, the ``psycopg.pq`` module) and
-the publish runs while the server executes and commits it; then its result is read. Only on
-PostgreSQL with psycopg 3, in autocommit (outside any transaction: the statement is its own),
+calls ``meanwhile`` while the server executes it; then its result is read. In autocommit (the
+statement is its own transaction) a start publishes its delivery meanwhile, while the server
+executes and commits the INSERT. Inside a transaction (the caller's ``transaction.atomic()``)
+the message is only built meanwhile and published once the transaction commits; if the INSERT
+is the transaction's first statement, the ``BEGIN`` psycopg would have sent on its own, one
+round trip earlier, goes with it in one libpq pipeline (``BEGIN``, the INSERT, a sync: one
+round trip), spelled from the connection's public ``isolation_level``, ``read_only`` and
+``deferrable`` as psycopg spells it.
+
+Only on PostgreSQL with psycopg 3, in autocommit or in an open transaction that has not failed,
 and when no ``execute_wrapper`` is installed (those wrap Django's cursors, which this bypasses:
 with one installed, the caller takes the ordinary path so that they see the statement).
 Errors are raised as Django's database errors, and query logging (``CaptureQueriesContext``,
-``DEBUG``) records the statement as a cursor would.
+``DEBUG``) records the statement as a cursor would (the ``BEGIN`` is logged by Django when the
+transaction opens, as always).
 """
 
 from __future__ import annotations
@@ -64,6 +73,8 @@ INTERNALS = (
     ("Connection.pgconn, prepare_threshold", "psycopg.Connection"),
     ("Transformer, PyFormat", "psycopg.adapt"),
     ("PGconn.send_query_params, flush, is_busy, consume_input, get_result, socket", "psycopg.pq"),
+    ("PGconn.transaction_status, enter_pipeline_mode, pipeline_sync, exit_pipeline_mode", "psycopg.pq"),
+    ("Connection.isolation_level, read_only, deferrable: the BEGIN psycopg sends", "psycopg.Connection"),
 )
 
 
@@ -98,12 +109,22 @@ def pipeline(connection) -> Iterator[None]:
 
 def possible(connection) -> bool:
     """Whether ``run`` can serve a statement on Django's ``connection`` now."""
-    if connection.vendor != "postgresql" or in_transaction(connection) or has_execute_wrappers(connection):
+    if connection.vendor != "postgresql" or has_execute_wrappers(connection):
         return False
     import psycopg
+    from psycopg import pq
 
     connection.ensure_connection()
-    return isinstance(driver(connection), psycopg.Connection) and connection.get_autocommit()
+    raw = driver(connection)
+    if not isinstance(raw, psycopg.Connection):
+        return False
+    if not in_transaction(connection):
+        return connection.get_autocommit()
+    status = raw.pgconn.transaction_status
+    # Not begun yet on the server: BEGIN goes with the statement, in a pipeline (libpq >= 14).
+    return status == pq.TransactionStatus.INTRANS or (
+        status == pq.TransactionStatus.IDLE and not raw.autocommit and psycopg.Pipeline.is_supported()
+    )
 
 
 def run(connection, sql: str, params: list[Any], meanwhile: Callable[[], Any]) -> list[tuple]:
@@ -111,8 +132,10 @@ def run(connection, sql: str, params: list[Any], meanwhile: Callable[[], Any]) -
     server runs it, then return its rows. ``possible(connection)`` must be true.
 
     ``meanwhile`` runs once the statement has left this process, whether or not it then
-    succeeds; the statement's result is read even if ``meanwhile`` raises.
+    succeeds; the statement's result is read even if ``meanwhile`` raises. Inside a transaction
+    the statement is the transaction's (begun with it if it had not begun on the server yet).
     """
+    from psycopg import pq
     from psycopg.adapt import PyFormat, Transformer
 
     connection.validate_thread_sharing()
@@ -125,16 +148,42 @@ def run(connection, sql: str, params: list[Any], meanwhile: Callable[[], Any]) -
     with connection.wrap_database_errors:
         pgconn = raw.pgconn
         dumped = transformer.dump_sequence(params, [PyFormat.AUTO] * len(params))
-        pgconn.send_query_params(sql.encode(), dumped, transformer.types, transformer.formats)
+        begin = not raw.autocommit and pgconn.transaction_status == pq.TransactionStatus.IDLE
+        if not begin:
+            pgconn.send_query_params(sql.encode(), dumped, transformer.types, transformer.formats)
+        else:
+            pgconn.enter_pipeline_mode()
+            try:
+                pgconn.send_query_params(_begin_statement(raw), None)
+                pgconn.send_query_params(sql.encode(), dumped, transformer.types, transformer.formats)
+                pgconn.pipeline_sync()
+            except BaseException:
+                raw.close()  # a pipeline half sent: nothing psycopg could go on with
+                raise
         _flush(pgconn)
         try:
             meanwhile()
         finally:
-            results = _results(pgconn)
+            results = _pipeline_results(raw) if begin else _results(pgconn)
         rows = _rows(transformer, results)
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
+
+
+def _begin_statement(raw) -> bytes:
+    """The ``BEGIN`` psycopg sends before a transaction's first statement, from the connection's
+    public settings (Django sets ``isolation_level`` from ``OPTIONS``)."""
+    from psycopg import IsolationLevel
+
+    parts = [b"BEGIN"]
+    if raw.isolation_level is not None:
+        parts += [b"ISOLATION LEVEL", IsolationLevel(raw.isolation_level).name.replace("_", " ").encode()]
+    if raw.read_only is not None:
+        parts.append(b"READ ONLY" if raw.read_only else b"READ WRITE")
+    if raw.deferrable is not None:
+        parts.append(b"DEFERRABLE" if raw.deferrable else b"NOT DEFERRABLE")
+    return b" ".join(parts)
 
 
 def _flush(pgconn) -> None:
@@ -159,6 +208,36 @@ def _results(pgconn) -> list[Any]:
             if result is None:
                 return results
             results.append(result)
+
+
+def _pipeline_results(raw) -> list[Any]:
+    """Every result of a pipeline (``BEGIN``, the statement, a sync), then out of pipeline mode.
+
+    A pipeline left with results unread (an interrupted read) is not left to psycopg, which
+    would misread them: the connection is closed (Django then opens a new one).
+    """
+    from psycopg import pq
+
+    pgconn = raw.pgconn
+    results: list[Any] = []
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(pgconn.socket, selectors.EVENT_READ)
+            while True:
+                while pgconn.is_busy():
+                    selector.select()
+                    pgconn.consume_input()
+                result = pgconn.get_result()
+                if result is None:  # the end of one statement's results
+                    continue
+                if result.status == pq.ExecStatus.PIPELINE_SYNC:
+                    break
+                results.append(result)
+        pgconn.exit_pipeline_mode()
+    except BaseException:
+        raw.close()
+        raise
+    return results
 
 
 def _rows(transformer, results: list[Any]) -> list[tuple]:

@@ -14,6 +14,7 @@ the sweep locks the rows it reads (SKIP LOCKED on PostgreSQL; SQLite serialises 
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
@@ -113,9 +114,15 @@ class OrmCore:
     def enqueue(self, task: str, args: tuple, queue: str) -> bool:
         headers = tracing.carrier()  # the span that asked for it (a start's), not the one current at the commit
         if backend.in_transaction(self.connection):
-            transaction.on_commit(lambda: _send(dispatch.send, task, args, queue, headers), using=self.alias)
+            self._publish_on_commit(dispatch.prepare(task, args, queue, headers))
             return True
         return _send(dispatch.send, task, args, queue, headers)
+
+    def _publish_on_commit(self, message: dispatch.Message | None) -> None:
+        """Publish ``message`` once the transaction commits, never if it rolls back: it was built
+        while the transaction was open, so the publish is all that is left after the commit."""
+        if message is not None:
+            transaction.on_commit(functools.partial(dispatch.publish, message), using=self.alias)
 
     def enqueue_many(self, task: str, args_list: list[tuple], queue: str) -> bool:
         if not args_list:
@@ -135,18 +142,28 @@ class OrmCore:
         return self.create_executions([values])[0]
 
     def create_and_enqueue(self, values: dict[str, Any], task: str, args: tuple, queue: str) -> Execution | None:
-        # On PostgreSQL outside a transaction, the message is published while the INSERT
-        # commits (``durableflow.orm.backend``); anywhere else, once the row is written.
+        # On PostgreSQL the message is built, and in autocommit published, while the INSERT runs
+        # (``durableflow.orm.backend``); inside a transaction it is published once that commits.
+        # Anywhere else, once the row is written.
         connection = self.connection
         if not backend.possible(connection):
             execution = self.create_execution(values)
             if execution is not None:
                 self.enqueue(task, args, queue)
             return execution
-        insert, _ = self._execution_insert(values)
+        insert = self._execution_insert(values)  # sent on the driver's connection: no cursor
         params = insert.params([values], connection.ops.adapt_datetimefield_value)
-        rows = backend.run(connection, insert.numbered_sql(), params, lambda: self.enqueue(task, args, queue))
-        return insert.instance(self.alias, values, rows[0][1:]) if rows else None
+        sql = insert.numbered_sql()
+        if not backend.in_transaction(connection):
+            rows = backend.run(connection, sql, params, lambda: self.enqueue(task, args, queue))
+            return insert.instance(self.alias, values, rows[0][1:]) if rows else None
+        headers = tracing.carrier()
+        built: list[dispatch.Message | None] = []
+        rows = backend.run(connection, sql, params, lambda: built.append(dispatch.prepare(task, args, queue, headers)))
+        if not rows:
+            return None
+        self._publish_on_commit(built[0])
+        return insert.instance(self.alias, values, rows[0][1:])
 
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[Execution | None]:
         # One hand-written INSERT ... ON CONFLICT DO NOTHING per batch: a taken id or key
@@ -154,11 +171,11 @@ class OrmCore:
         # outside a transaction, a single batch is its own (autocommitted) transaction.
         if not values_list:
             return []
-        insert, cursor = self._execution_insert(values_list[0])
+        insert = self._execution_insert(values_list[0])
         adapt = self.connection.ops.adapt_datetimefield_value
         size = max(1, (self.connection.features.max_query_params or _MAX_PARAMS) // insert.width)
-        if len(values_list) > 1:  # an INSERT of that many rows is not worth preparing
-            cursor = backend.cursor(self.connection, prepare=False)
+        # An INSERT of many rows is not worth preparing.
+        cursor = self._sql()[1] if len(values_list) == 1 else backend.cursor(self.connection, prepare=False)
         inserted: dict[str, tuple] = {}
         with nullcontext() if len(values_list) <= size else transaction.atomic(using=self.alias, savepoint=False):
             for start in range(0, len(values_list), size):
@@ -172,10 +189,9 @@ class OrmCore:
 
     def _execution_insert(self, values: dict[str, Any]):
         """The INSERT for executions with ``values``' fields (those given as ``NOW`` left to the
-        database), and the storage's cursor."""
-        sql, cursor = self._sql()
+        database)."""
         names = tuple(name for name, value in values.items() if value is not NOW)
-        return sql.execution_insert(names, tuple(name for name in values if values[name] is NOW)), cursor
+        return statements(self.connection).execution_insert(names, tuple(name for name in values if values[name] is NOW))
 
     def get_execution(self, execution_id: str, fields: tuple[str, ...] | None = None) -> Execution | None:
         # Every verb and every wait reads the row by id. Fields left out are deferred: read on access.

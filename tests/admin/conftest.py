@@ -23,7 +23,7 @@ from tests.helpers import uid
 @pytest.fixture
 def no_broker(monkeypatch):
     """Deliveries run in the test process; wake-ups go nowhere (``usefixtures`` in the modules)."""
-    monkeypatch.setattr(dispatch, "send", lambda *args: True)
+    monkeypatch.setattr(dispatch, "publish", lambda message: True)
 
 
 @pytest.fixture

@@ -250,7 +250,7 @@ def test_effects_are_listed_and_shown_read_only(db, admin_client):
 def test_store_detail_shows_state_waiters_and_history(db, admin_client, monkeypatch):
     from durableflow.models import Store
 
-    monkeypatch.setattr(dispatch, "send", lambda *args: True)
+    monkeypatch.setattr(dispatch, "publish", lambda message: True)
     harness = OrmHarness()
     waiting = harness.start("t.store-when", {"store": "admin-board"})
     harness.deliver(waiting)

@@ -18,7 +18,9 @@ def no_send(monkeypatch):
     from durableflow import dispatch
 
     sent: list[tuple] = []
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append((task, *args, queue)) or True)
+    monkeypatch.setattr(
+        dispatch, "publish", lambda message: sent.append((message.task, *message.args, message.queue)) or True
+    )
     return sent
 
 

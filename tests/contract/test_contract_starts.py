@@ -28,7 +28,7 @@ def sent(backend, request, monkeypatch):
         outbox = backend.storage.outbox
         return contextlib.nullcontext, lambda: [args[0] for task, args, _ in outbox if task == DELIVER]
     messages: list[tuple[str, tuple]] = []
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: messages.append((task, tuple(args))) or True)
+    monkeypatch.setattr(dispatch, "publish", lambda message: messages.append((message.task, message.args)) or True)
     monkeypatch.setattr(
         dispatch,
         "send_many",

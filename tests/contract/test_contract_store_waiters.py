@@ -23,7 +23,7 @@ def wakeups(backend, request, monkeypatch):
         outbox = backend.storage.outbox
         return contextlib.nullcontext, lambda pk: sum(1 for task, args, _ in outbox if (task, args) == (DELIVER, (pk,)))
     sent: list[tuple[str, tuple]] = []
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append((task, tuple(args))) or True)
+    monkeypatch.setattr(dispatch, "publish", lambda message: sent.append((message.task, message.args)) or True)
     capture = request.getfixturevalue("django_capture_on_commit_callbacks")
     return (lambda: capture(execute=True)), lambda pk: sent.count((DELIVER, (pk,)))
 

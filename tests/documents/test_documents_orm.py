@@ -14,7 +14,7 @@ from tests.helpers import uid
 @pytest.fixture
 def published(monkeypatch):
     sent: list[tuple] = []
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append((*args, queue)) or True)
+    monkeypatch.setattr(dispatch, "publish", lambda message: sent.append((*message.args, message.queue)) or True)
     return sent
 
 

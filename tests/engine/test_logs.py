@@ -127,7 +127,7 @@ def test_a_message_that_could_not_be_sent_names_its_execution(monkeypatch, caplo
     def refused(*args, **kwargs):
         raise ConnectionError("broker down")
 
-    monkeypatch.setattr(current_app, "send_task", refused)
+    monkeypatch.setattr(current_app.amqp, "send_task_message", refused)
     with caplog.at_level(logging.WARNING, logger="durableflow.dispatch"):
         assert dispatch.send(dispatch.DELIVER, ("e1",), "q") is False
         assert dispatch.send(dispatch.RUN_ITEM, ("e2", "items[3]"), "q") is False

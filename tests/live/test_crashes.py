@@ -138,7 +138,7 @@ def test_zombie_worker_writes_are_rejected_after_its_lease_is_taken(workers, liv
 
 
 def test_a_message_that_never_reached_the_broker_is_resent_by_the_sweep(cluster, live_db, monkeypatch):
-    monkeypatch.setattr(dispatch, "send", lambda *args: False)
+    monkeypatch.setattr(dispatch, "publish", lambda message: False)
     execution = durableflow.start("t.steps")
     monkeypatch.undo()
 

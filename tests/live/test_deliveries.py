@@ -30,10 +30,8 @@ def test_started_workflow_completes_with_journal_in_order(cluster, live_db):
 
 def test_rolled_back_start_leaves_nothing_and_runs_nothing(cluster, live_db, monkeypatch):
     published = []
-    real_send = dispatch.send
-    monkeypatch.setattr(
-        dispatch, "send", lambda task, args, queue: published.append(args) or real_send(task, args, queue)
-    )
+    real_publish = dispatch.publish
+    monkeypatch.setattr(dispatch, "publish", lambda message: published.append(message.args) or real_publish(message))
     tag = uid("rollback")
 
     with pytest.raises(RuntimeError), transaction.atomic():

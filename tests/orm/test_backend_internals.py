@@ -59,6 +59,15 @@ def test_psycopg_s_libpq_layer_used_exists_with_its_shape():
     for name in ("send_query_params", "flush", "is_busy", "consume_input", "get_result"):
         assert callable(getattr(pq.PGconn, name)), name
     assert pq.ExecStatus.FATAL_ERROR and pq.ExecStatus.TUPLES_OK and pq.DiagnosticField.SQLSTATE
+    # A start that opens the caller's transaction: its BEGIN in one pipeline with the INSERT.
+    for name in ("enter_pipeline_mode", "pipeline_sync", "exit_pipeline_mode"):
+        assert callable(getattr(pq.PGconn, name)), name
+    assert hasattr(pq.PGconn, "transaction_status")
+    assert pq.ExecStatus.PIPELINE_SYNC and pq.TransactionStatus.IDLE != pq.TransactionStatus.INTRANS
+    assert callable(psycopg.Pipeline.is_supported)
+    for name in ("isolation_level", "read_only", "deferrable"):
+        assert isinstance(getattr(psycopg.Connection, name), property), name
+    assert psycopg.IsolationLevel.REPEATABLE_READ.name == "REPEATABLE_READ"
 
 
 def test_the_libpq_layer_works_on_this_connection(db):
@@ -72,5 +81,6 @@ def test_the_libpq_layer_works_on_this_connection(db):
 def test_every_internal_is_listed():
     listed = " ".join(what for what, _ in backend.INTERNALS)
     for name in ("in_atomic_block", "execute_wrappers", "queries_log", "make_cursor", "make_debug_cursor",
-                 "get_db_converters", "pgconn", "prepare_threshold", "wrap_database_errors"):  # fmt: skip
+                 "get_db_converters", "pgconn", "prepare_threshold", "wrap_database_errors", "enter_pipeline_mode",
+                 "pipeline_sync", "exit_pipeline_mode", "transaction_status", "isolation_level"):  # fmt: skip
         assert name in listed, name

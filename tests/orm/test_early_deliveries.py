@@ -56,14 +56,14 @@ def pauses(monkeypatch):
 def test_a_start_publishes_its_delivery_while_its_insert_is_in_flight(postgres, monkeypatch):
     connection = connections[db_alias()]
     seen = []
-    send = dispatch.send
+    publish = dispatch.publish
 
-    def publishing(task, args, queue):
+    def publishing(message):
         # The INSERT was sent and its result not read yet: libpq reports a command in progress.
-        seen.append((task, args, connection.connection.pgconn.transaction_status))
-        return send(task, args, queue)
+        seen.append((message.task, message.args, connection.connection.pgconn.transaction_status))
+        return publish(message)
 
-    monkeypatch.setattr(dispatch, "send", publishing)
+    monkeypatch.setattr(dispatch, "publish", publishing)
     with CaptureQueriesContext(connection) as queries:
         execution = durableflow.start("t.ping", queue=NOBODY)
 
@@ -79,7 +79,7 @@ def test_a_start_inside_a_transaction_sends_nothing_before_the_commit(postgres, 
     from django.db import transaction
 
     sent = []
-    monkeypatch.setattr(dispatch, "send", lambda task, args, queue: sent.append(args) or True)
+    monkeypatch.setattr(dispatch, "publish", lambda message: sent.append(message.args) or True)
     with transaction.atomic():
         execution = durableflow.start("t.ping", queue=NOBODY)
         assert sent == []
@@ -194,13 +194,13 @@ def test_on_sqlite_a_start_writes_its_row_before_it_sends_and_deliveries_do_not_
     if connections[db_alias()].vendor != "sqlite":
         pytest.skip("the embedded default's own path (PostgreSQL's is above)")
     visible = []
-    send = dispatch.send
+    publish = dispatch.publish
 
-    def publishing(task, args, queue):
-        visible.append(Execution.objects.filter(pk=args[0]).exists())
-        return send(task, args, queue)
+    def publishing(message):
+        visible.append(Execution.objects.filter(pk=message.args[0]).exists())
+        return publish(message)
 
-    monkeypatch.setattr(dispatch, "send", publishing)
+    monkeypatch.setattr(dispatch, "publish", publishing)
     execution = durableflow.start("t.ping", queue=NOBODY)
     assert visible == [True]
     assert operations.deliver(uid("never")) == "skipped"

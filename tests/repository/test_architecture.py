@@ -201,7 +201,8 @@ def test_the_django_adapter_s_sql_leases_and_waiting_live_in_orm():
 # Undocumented Django and psycopg names: used in orm/backend.py only (tests/orm/test_backend_internals.py).
 INTERNAL_ATTRIBUTES = {"in_atomic_block", "execute_wrappers", "queries_logged", "queries_log", "make_cursor",
                        "make_debug_cursor", "get_db_converters", "pgconn", "prepare_threshold",
-                       "wrap_database_errors"}  # fmt: skip
+                       "wrap_database_errors", "transaction_status", "enter_pipeline_mode", "pipeline_sync",
+                       "exit_pipeline_mode"}  # fmt: skip
 INTERNAL_MODULES = {"django.db.backends.utils", "psycopg.pq", "psycopg.adapt"}
 
 
