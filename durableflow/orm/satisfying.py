@@ -119,21 +119,22 @@ class SatisfyStatements:
         with_event, owner = request.event is not None, request.owner
         parts = []
         if owner is not None:
-            # The open waiter's execution first (if ``waiting``), then the candidates in order.
+            # The open waiter's execution (if ``waiting``), else the first candidate: COALESCE reads
+            # the candidates only when there is no such waiter.
             parts.append(
-                f"owner AS (SELECT o.id FROM ("
-                f"(SELECT w.{wc('execution')} AS id, 0 AS rank, w.{wc('id')} AS n FROM {self.waiter} w "
-                f"WHERE %(waiting)s::boolean AND w.{wc('kind')} = %(kind)s::text AND w.{wc('target')} = %(target)s::text "
-                f"AND w.{wc('status')} = '{W.OPEN}' ORDER BY w.{wc('id')} LIMIT 1) "
-                f"UNION ALL (SELECT c.id, 1, c.n FROM unnest(%(ids)s::text[], %(keys)s::text[]) "
-                f"WITH ORDINALITY AS c(id, key, n) JOIN {self.execution} x ON x.{ec('id')} = c.id "
+                f"owner AS (SELECT COALESCE("
+                f"(SELECT w.{wc('execution')} FROM {self.waiter} w WHERE %(waiting)s::boolean "
+                f"AND w.{wc('kind')} = %(kind)s::text AND w.{wc('target')} = %(target)s::text "
+                f"AND w.{wc('status')} = '{W.OPEN}' ORDER BY w.{wc('id')} LIMIT 1), "
+                f"(SELECT c.id FROM unnest(%(ids)s::text[], %(keys)s::text[]) WITH ORDINALITY AS c(id, key, n) "
+                f"JOIN {self.execution} x ON x.{ec('id')} = c.id "
                 f"WHERE x.{ec('status')} = ANY(%(owner_statuses)s::text[]) AND (c.key IS NULL OR NOT EXISTS "
-                f"(SELECT 1 FROM {self.waiter} k WHERE k.{wc('execution')} = c.id AND k.{wc('key')} = c.key)))"
-                f") o ORDER BY o.rank, o.n LIMIT 1)"
+                f"(SELECT 1 FROM {self.waiter} k WHERE k.{wc('execution')} = c.id AND k.{wc('key')} = c.key)) "
+                f"ORDER BY c.n LIMIT 1)) AS id)"
             )
         if with_event:
             execution = "(SELECT id FROM owner)" if owner is not None else "NULL"
-            only_owned = " WHERE EXISTS (SELECT 1 FROM owner)" if owner is not None else ""
+            only_owned = " WHERE (SELECT id FROM owner) IS NOT NULL" if owner is not None else ""
             parts.append(
                 f"event AS (INSERT INTO {self.events} ({vc('kind')}, {vc('name')}, {vc('event_id')}, "
                 f"{vc('execution')}, {vc('payload')}, {vc('created_at')}) "
