@@ -4,6 +4,9 @@ parent that invokes a child which completes within its delivery."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -12,6 +15,7 @@ import durableflow
 from durableflow import operations
 from durableflow.models import Execution
 from durableflow.orm import backend
+from durableflow.orm.satisfying import SatisfyStatements
 from tests.helpers import uid
 
 QUEUE = "query-count"  # no worker consumes it: each delivery runs here, in autocommit like a worker's
@@ -125,3 +129,63 @@ def test_an_invoked_child_that_completes_within_its_parents_delivery_costs_no_wa
     assert not any("durableflow_waiter" in sql for sql in queries)
     writes = [sql for sql in queries if not sql.startswith(("SELECT", "SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))]
     assert len(writes) == 8, writes
+
+
+
+def _plan_cost(sql: str, params: dict, mode: str) -> float:
+    """The estimated cost of ``sql`` prepared, as PostgreSQL plans it in ``mode`` (custom or generic)."""
+    names: list[str] = []
+
+    def number(match: re.Match) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)s", number, sql)
+    arguments = connection.ops.compose_sql(", ".join(["%s"] * len(names)), [params[name] for name in names])
+    with connection.cursor() as cursor:
+        # Only planned (EXPLAIN without ANALYZE runs nothing); a session setting, reset after.
+        cursor.execute(f"PREPARE durableflow_plan_probe AS {prepared}")
+        try:
+            cursor.execute(f"SET plan_cache_mode = force_{mode}_plan")
+            cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE durableflow_plan_probe({arguments})")
+            plan = cursor.fetchone()[0]
+        finally:
+            cursor.execute("RESET plan_cache_mode")
+            cursor.execute("DEALLOCATE durableflow_plan_probe")
+    plan = json.loads(plan) if isinstance(plan, str) else plan
+    return plan[0]["Plan"]["Total Cost"]
+
+
+@pytest.mark.parametrize("kind", ["event", "signal", "token"])
+def test_a_wake_up_statement_is_planned_once_not_at_every_call(live_db, monkeypatch, kind):
+    """The prepared statement's generic plan is estimated no costlier than a plan made for the
+    call's values, so that PostgreSQL keeps it: otherwise it plans the statement again at every
+    call (0.7 ms once the tables have grown), which it did while what is the same at every call of
+    a verb (whether a waiter names the owner, the statuses, how many candidates) was passed as
+    parameters."""
+    _postgres_only()
+    built: list[tuple[str, dict]] = []
+    real = SatisfyStatements.statement
+
+    def kept(self, request):
+        sql, params = real(self, request)
+        built.append((sql, {**params, "now": 0.0}))
+        return sql, params
+
+    monkeypatch.setattr(SatisfyStatements, "statement", kept)
+    if kind == "event":
+        key = uid("ev")
+        _waiting("t.wait-event", {"match": {"k": key}})
+        assert durableflow.send_event("t.event", {"k": key}) == 1
+    elif kind == "signal":
+        execution_id = _waiting("t.wait-signal", {})
+        assert durableflow.signal(execution_id, "go", {"ok": 1}) == 1
+    else:
+        execution_id = _waiting("t.token", {})
+        assert durableflow.complete_token(f"{execution_id}:approve", {"ok": 1}) == 1
+    monkeypatch.undo()
+    [(sql, params)] = built
+
+    custom, generic = _plan_cost(sql, params, "custom"), _plan_cost(sql, params, "generic")
+    assert generic <= custom * 1.05, (generic, custom)
