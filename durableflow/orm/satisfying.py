@@ -138,10 +138,10 @@ class SatisfyStatements:
                     for n, (_, key) in enumerate(owner.candidates)
                 )
                 candidates = f"(VALUES {rows}) AS c(id, key, n)"
-            statuses = ", ".join(f"'{status}'" for status in sorted(owner.statuses))
+            owned = ", ".join(f"'{status}'" for status in sorted(owner.statuses))
             first = (
                 f"(SELECT c.id FROM {candidates} JOIN {self.execution} x ON x.{ec('id')} = c.id "
-                f"WHERE x.{ec('status')} IN ({statuses}) AND (c.key IS NULL OR NOT EXISTS "
+                f"WHERE x.{ec('status')} IN ({owned}) AND (c.key IS NULL OR NOT EXISTS "
                 f"(SELECT 1 FROM {self.waiter} k WHERE k.{wc('execution')} = c.id AND k.{wc('key')} = c.key)) "
                 f"ORDER BY c.n LIMIT 1)"
                 if owner.candidates
