@@ -95,7 +95,7 @@ class SatisfyStatements:
             params["payload"] = _json(request.payload)
         owner = request.owner
         if owner is not None:
-            if len(owner.candidates) > _LISTED:
+            if not _listed(owner):
                 params["ids"] = [execution_id for execution_id, _ in owner.candidates]
                 params["keys"] = [key for _, key in owner.candidates]
             else:
@@ -130,7 +130,7 @@ class SatisfyStatements:
             # written into the text, so that the prepared statement's generic plan costs what a
             # custom one does: PostgreSQL would otherwise plan it again at every call (0.7 ms once
             # the tables have grown).
-            if len(owner.candidates) > _LISTED:
+            if not _listed(owner):
                 candidates = "unnest(%(ids)s::text[], %(keys)s::text[]) WITH ORDINALITY AS c(id, key, n)"
             else:
                 rows = ", ".join(
@@ -254,8 +254,12 @@ class SatisfyStatements:
 _LISTED = 4
 
 
+def _listed(owner: Owner) -> bool:
+    return len(owner.candidates) <= _LISTED
+
+
 def _owner_shape(owner: Owner) -> tuple:
-    listed = tuple(key is None for _, key in owner.candidates) if len(owner.candidates) <= _LISTED else None
+    listed = tuple(key is None for _, key in owner.candidates) if _listed(owner) else None
     return owner.addressed, owner.waiting, tuple(sorted(owner.statuses)), listed
 
 

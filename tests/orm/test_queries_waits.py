@@ -131,7 +131,6 @@ def test_an_invoked_child_that_completes_within_its_parents_delivery_costs_no_wa
     assert len(writes) == 8, writes
 
 
-
 def _plan_cost(sql: str, params: dict, mode: str) -> float:
     """The estimated cost of ``sql`` prepared, as PostgreSQL plans it in ``mode`` (custom or generic)."""
     names: list[str] = []
