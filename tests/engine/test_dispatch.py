@@ -118,3 +118,23 @@ def test_a_forked_child_leaves_its_parents_warm_producer_alone(warm):
     os.waitpid(pid, 0)
     assert warm.producer is parent_producer
     assert dispatch.send(dispatch.DELIVER, ("e2",), NOBODY) is True
+
+
+def test_on_redis_the_warm_producer_publishes_through_one_redis_client(warm):
+    from kombu.transport import redis
+
+    assert dispatch.send(dispatch.DELIVER, ("e1",), NOBODY) is True
+    channel = warm.producer.channel
+    if not isinstance(channel, redis.Channel):
+        pytest.skip("the broker is not Redis")
+    made = []
+    client = channel.Client
+    channel.Client = lambda *a, **k: made.append(1) or client(*a, **k)
+    try:
+        for n in range(3):
+            assert dispatch.send(dispatch.DELIVER, (f"e{n + 2}",), NOBODY) is True
+    finally:
+        channel.Client = client
+    assert made == []
+    with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+        assert first is second
