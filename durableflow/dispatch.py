@@ -243,9 +243,7 @@ def _one_redis_client(channel: Any) -> None:
     """On kombu's Redis transport, let the warm producer's channel publish through one Redis
     client: kombu makes a new one (on the same connection pool) for every publish, which costs
     more than the publish's round trip. Other transports are left as they are."""
-    from kombu.transport import redis
-
-    if not isinstance(channel, redis.Channel):
+    if type(channel).__module__ != "kombu.transport.redis":  # not imported: redis-py may be absent
         return
     pool = channel.pool
     credentials = pool.connection_kwargs.get("credential_provider")
@@ -255,7 +253,7 @@ def _one_redis_client(channel: Any) -> None:
     def conn_or_acquire(client_: Any = None) -> Iterator[Any]:
         yield client_ or client
 
-    channel.conn_or_acquire = conn_or_acquire  # type: ignore[method-assign,assignment]
+    channel.conn_or_acquire = conn_or_acquire
 
 
 _warm = _WarmProducer()
