@@ -123,7 +123,7 @@ def test_a_forked_child_leaves_its_parents_warm_producer_alone(warm):
 def test_on_redis_the_warm_producer_publishes_through_one_redis_client(warm):
     assert dispatch.send(dispatch.DELIVER, ("e1",), NOBODY) is True
     channel = warm.producer.channel
-    if not current_app.conf.broker_url.startswith("redis://"):
+    if not current_app.conf.broker_url.startswith(("redis://", "rediss://")):
         pytest.skip("the broker is not Redis")
     made = []
     client = channel.Client
@@ -140,6 +140,6 @@ def test_on_redis_the_warm_producer_publishes_through_one_redis_client(warm):
 
 def test_on_other_brokers_the_warm_producers_channel_is_left_as_kombu_made_it(warm):
     assert dispatch.send(dispatch.DELIVER, ("e1",), NOBODY) is True
-    if current_app.conf.broker_url.startswith("redis://"):
+    if current_app.conf.broker_url.startswith(("redis://", "rediss://")):
         pytest.skip("the broker is Redis")
     assert "conn_or_acquire" not in vars(warm.producer.channel)
