@@ -55,7 +55,7 @@ def durableflow_latency_ms(steps: int) -> float:
 
 def durableflow_atomic_latency_ms(steps: int) -> float:
     """The same, started inside the caller's ``transaction.atomic()`` (a view's transaction): the
-    INSERT is the transaction's, the delivery is sent once it commits."""
+    INSERT is the transaction's, the delivery is sent with its commit."""
     started = time.perf_counter()
     with transaction.atomic():
         execution = durableflow.start("bench.steps", {"steps": steps})
@@ -183,7 +183,7 @@ def starts(n: int, many: int) -> dict[str, Any]:
     def one_keyed() -> None:  # under a concurrency key: lock the key, count its runs, then insert
         ids.append(durableflow.start("bench.keyed", {"steps": 1, "key": uuid.uuid4().hex}, queue=START_QUEUE).id)
 
-    def one_atomic() -> None:  # inside the caller's transaction: BEGIN, the INSERT, COMMIT, then the publish
+    def one_atomic() -> None:  # inside the caller's transaction: BEGIN with the INSERT, then COMMIT and the publish
         with transaction.atomic():
             ids.append(durableflow.start("bench.steps", {"steps": 1}, queue=START_QUEUE).id)
 

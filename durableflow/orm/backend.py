@@ -13,7 +13,8 @@ What is here:
   own (``make_cursor`` / ``make_debug_cursor``), so that errors are translated and query
   logging still sees it;
 - ``possible`` / ``run``: one statement sent to PostgreSQL and something else done while the
-  server runs it.
+  server runs it;
+- ``on_commit_sent``: an ``on_commit`` callback called while the transaction's ``COMMIT`` runs.
 
 A start is an INSERT that must commit and a broker publish; done one after the other, the
 caller waits for the server's commit (its disk flush) and then for the broker. ``run`` sends the
@@ -21,11 +22,21 @@ INSERT through psycopg's libpq wrapper (``Connection.pgconn``, the ``psycopg.pq`
 calls ``meanwhile`` while the server executes it; then its result is read. In autocommit (the
 statement is its own transaction) a start publishes its delivery meanwhile, while the server
 executes and commits the INSERT. Inside a transaction (the caller's ``transaction.atomic()``)
-the message is only built meanwhile and published once the transaction commits; if the INSERT
+the message is only built meanwhile and published while the transaction's ``COMMIT`` runs
+(``on_commit_sent``, below); if the INSERT
 is the transaction's first statement, the ``BEGIN`` psycopg would have sent on its own, one
 round trip earlier, goes with it in one libpq pipeline (``BEGIN``, the INSERT, a sync: one
 round trip), spelled from the connection's public ``isolation_level``, ``read_only`` and
 ``deferrable`` as psycopg spells it.
+
+Inside a transaction, ``on_commit_sent`` takes the publish off the caller's path as autocommit
+does: the connection's commit (Django's ``_commit``, on that connection only) sends ``COMMIT``,
+calls the callbacks registered with it (those of savepoints rolled back are gone from Django's
+list by then) while the server commits, then reads the result; Django then runs its
+``on_commit`` callbacks, in which these do nothing more. The publish is made only once the
+application has sent ``COMMIT``: a transaction rolled back publishes nothing; one whose
+``COMMIT`` fails leaves a delivery that finds no row, waits for it a little and is dropped, as
+after a failed INSERT in autocommit.
 
 Only on PostgreSQL with psycopg 3, in autocommit or in an open transaction that has not failed,
 and when no ``execute_wrapper`` is installed (those wrap Django's cursors, which this bypasses:
@@ -55,6 +66,7 @@ __all__ = [
     "pipeline",
     "possible",
     "run",
+    "on_commit_sent",
 ]
 
 # (what, where) for each undocumented name used here: the test checks every one exists.
@@ -75,6 +87,9 @@ INTERNALS = (
     ("PGconn.send_query_params, flush, is_busy, consume_input, get_result, socket", "psycopg.pq"),
     ("PGconn.transaction_status, enter_pipeline_mode, pipeline_sync, exit_pipeline_mode", "psycopg.pq"),
     ("Connection.isolation_level, read_only, deferrable: the BEGIN psycopg sends", "psycopg.Connection"),
+    ("connection._commit, run_on_commit: (savepoint ids, callback, robust)", "django.db.backends.base.base"),
+    ("debug_transaction", "django.db.backends.utils"),
+    ("PGconn.send_query", "psycopg.pq"),
 )
 
 
@@ -169,6 +184,55 @@ def run(connection, sql: str, params: list[Any], meanwhile: Callable[[], Any]) -
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
+
+
+class _Sent:
+    """An ``on_commit`` callback that runs once: while the ``COMMIT`` runs, or after it."""
+
+    __slots__ = ("fn", "done")
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn, self.done = fn, False
+
+    def __call__(self) -> None:
+        if not self.done:
+            self.done = True
+            self.fn()
+
+
+def on_commit_sent(connection, fn: Callable[[], Any]) -> None:
+    """Call ``fn`` once the transaction open on ``connection`` commits, as ``on_commit`` does;
+    on PostgreSQL (psycopg 3) while the server runs its ``COMMIT`` (module docstring)."""
+    from django.db import transaction
+
+    callback = _Sent(fn)
+    transaction.on_commit(callback, using=connection.alias)
+    if "_commit" not in vars(connection) and possible(connection) and in_transaction(connection):
+        connection._commit = functools.partial(_commit, connection, type(connection)._commit)
+
+
+def _commit(connection, commit: Callable[[Any], Any]) -> Any:
+    """Django's commit of ``connection``, calling the ``on_commit_sent`` callbacks meanwhile."""
+    from django.db.backends.utils import debug_transaction
+    from psycopg import pq
+
+    due = [fn for _, fn, _ in connection.run_on_commit if isinstance(fn, _Sent) and not fn.done]
+    raw = driver(connection)
+    if not due or raw is None or raw.pgconn.transaction_status != pq.TransactionStatus.INTRANS:
+        return commit(connection)
+    pgconn = raw.pgconn
+    with debug_transaction(connection, "COMMIT"), connection.wrap_database_errors:
+        pgconn.send_query(b"COMMIT")
+        _flush(pgconn)
+        try:
+            for callback in due:
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001 - raised again where Django runs it, after the commit
+                    callback.done = False
+        finally:
+            results = _results(pgconn)
+        _rows(None, results)  # a failed COMMIT raises (the transaction is over either way)
 
 
 def _begin_statement(raw) -> bytes:

@@ -143,7 +143,7 @@ class OrmCore:
 
     def create_and_enqueue(self, values: dict[str, Any], task: str, args: tuple, queue: str) -> Execution | None:
         # On PostgreSQL the message is built, and in autocommit published, while the INSERT runs
-        # (``durableflow.orm.backend``); inside a transaction it is published once that commits.
+        # (``durableflow.orm.backend``); inside a transaction it is published while that commits.
         # Anywhere else, once the row is written.
         connection = self.connection
         if not backend.possible(connection):
@@ -162,7 +162,8 @@ class OrmCore:
         rows = backend.run(connection, sql, params, lambda: built.append(dispatch.prepare(task, args, queue, headers)))
         if not rows:
             return None
-        self._publish_on_commit(built[0])
+        if built[0] is not None:  # published while the caller's COMMIT runs: the delivery waits for its row
+            backend.on_commit_sent(connection, functools.partial(dispatch.publish, built[0]))
         return insert.instance(self.alias, values, rows[0][1:])
 
     def create_executions(self, values_list: list[dict[str, Any]]) -> list[Execution | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from durableflow.orm import backend
 
@@ -30,6 +30,19 @@ def test_django_s_connection_attributes_used_exist_with_their_shape(db):
     assert _parameters(connection.make_debug_cursor) == ["cursor"]
     with connection.wrap_database_errors:
         pass
+    # A start's publish while the caller's COMMIT runs: Django's commit, its on_commit list.
+    assert _parameters(type(connections[DEFAULT_DB_ALIAS])._commit) == []
+    with transaction.atomic():
+        transaction.on_commit(print)
+        ((savepoints, callback, robust),) = connection.run_on_commit
+        assert isinstance(savepoints, set) and (callback, robust) == (print, False)
+        connection.run_on_commit.clear()
+
+
+def test_django_s_debug_transaction_used_exists_with_its_shape():
+    from django.db.backends.utils import debug_transaction
+
+    assert _parameters(debug_transaction) == ["connection", "sql"]
 
 
 def test_django_s_converters_and_cursor_wrappers_used_exist_with_their_shape():
@@ -56,7 +69,7 @@ def test_psycopg_s_libpq_layer_used_exists_with_its_shape():
     assert PyFormat.AUTO
     for name in ("dump_sequence", "set_pgresult", "load_row"):
         assert callable(getattr(Transformer, name)), name
-    for name in ("send_query_params", "flush", "is_busy", "consume_input", "get_result"):
+    for name in ("send_query", "send_query_params", "flush", "is_busy", "consume_input", "get_result"):
         assert callable(getattr(pq.PGconn, name)), name
     assert pq.ExecStatus.FATAL_ERROR and pq.ExecStatus.TUPLES_OK and pq.DiagnosticField.SQLSTATE
     # A start that opens the caller's transaction: its BEGIN in one pipeline with the INSERT.

@@ -1,10 +1,11 @@
 """A start inside the caller's transaction, as the caller's path sees it: its statements, and
-its delivery built while the transaction is open, published once after the commit (to a row
-every other connection sees by then) and never after a rollback.
+its delivery built while the transaction is open, published once with the commit and never
+after a rollback.
 
-On PostgreSQL the message is built while the INSERT is in flight, and a transaction the start
-opens sends its BEGIN with the INSERT (``durableflow.orm.backend``): the wire is watched with
-libpq's trace.
+On PostgreSQL the message is built while the INSERT is in flight, a transaction the start
+opens sends its BEGIN with the INSERT, and the delivery is published while the server runs the
+transaction's COMMIT (``durableflow.orm.backend``): the wire is watched with libpq's trace.
+Elsewhere it is published once the commit is done.
 """
 
 from __future__ import annotations
@@ -56,7 +57,12 @@ def path(connection, monkeypatch):
         return prepare(*args, **kwargs)
 
     def publishing(message):
-        events.append(("publish", message.args, connection.in_atomic_block, _seen_elsewhere(message.args[0])))
+        status = None
+        if connection.vendor == "postgresql":
+            from psycopg import pq
+
+            status = pq.TransactionStatus(connection.connection.pgconn.transaction_status).name
+        events.append(("publish", message.args, connection.in_atomic_block, status))
         return publish(message)
 
     monkeypatch.setattr(dispatch, "prepare", building)
@@ -96,8 +102,10 @@ def test_a_start_inside_a_transaction_is_one_insert_then_one_publish_after_the_c
 
     assert _kinds(captured) == ["BEGIN", "INSERT execution", "COMMIT"]
     assert [event[:2] for event in path] == [("build", True), ("publish", (execution.id,))]
-    # Published once the commit is done: every connection sees the row by then.
-    assert path[1][2:] == (False, True)
+    # Published with the commit: on PostgreSQL while the server runs the COMMIT (libpq: a command
+    # in progress), elsewhere once it is done.
+    assert path[1][2:] == (False, "ACTIVE" if connection.vendor == "postgresql" else None)
+    assert _seen_elsewhere(execution.id)
 
 
 def test_a_rolled_back_start_builds_its_message_and_publishes_nothing(connection, path):
@@ -115,7 +123,7 @@ def test_a_start_with_a_key_inside_a_transaction_publishes_after_the_commit_and_
         first = durableflow.start("t.ping", idempotency_key=key, queue=NOBODY)
         assert durableflow.start("t.ping", idempotency_key=key, queue=NOBODY).id == first.id
     assert [event[:2] for event in path] == [("build", True), ("publish", (first.id,))]
-    assert path[1][2:] == (False, True)
+    assert path[1][2] is False
 
 
 def test_on_postgresql_the_message_is_built_while_the_insert_is_in_flight(postgres, connection, path):
@@ -125,7 +133,52 @@ def test_on_postgresql_the_message_is_built_while_the_insert_is_in_flight(postgr
 
     # libpq: a command in progress (the INSERT sent, its result not read yet).
     assert [event for event in path if event[0] == "build"] == [("build", True, "ACTIVE")] * 2
-    assert [event[2:] for event in path if event[0] == "publish"] == [(False, True)] * 2
+    assert [event[2:] for event in path if event[0] == "publish"] == [(False, "ACTIVE")] * 2
+
+
+def test_on_postgresql_the_publish_goes_out_while_the_commit_runs(postgres, connection, path):
+    connection.ensure_connection()
+    with _round_trips(connection) as sent, transaction.atomic():
+        execution = durableflow.start("t.ping", queue=NOBODY)
+    # Two round trips, the publish made during the second (the COMMIT sent, its answer not read).
+    assert sent == [["Parse BEGIN", "Parse INSERT", "Sync"], ["Query COMMIT"]]
+    assert path[-1] == ("publish", (execution.id,), False, "ACTIVE")
+    assert _seen_elsewhere(execution.id)
+
+
+def test_a_start_in_a_savepoint_rolled_back_publishes_nothing_and_the_others_are_published(connection, path):
+    with transaction.atomic():
+        kept = durableflow.start("t.ping", queue=NOBODY)
+        with pytest.raises(RuntimeError), transaction.atomic():
+            dropped = durableflow.start("t.ping", queue=NOBODY)
+            raise RuntimeError("the inner block failed")
+    published = [event[1][0] for event in path if event[0] == "publish"]
+    assert published == [kept.id]
+    assert Execution.objects.filter(pk__in=[kept.id, dropped.id]).count() == 1
+
+
+def test_on_postgresql_a_commit_that_fails_raises_djangos_error_and_its_delivery_finds_no_row(
+    postgres, connection, path
+):
+    from django.db import IntegrityError
+
+    from durableflow import operations
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        with connection.cursor() as cursor:  # a check the server makes at COMMIT only
+            cursor.execute(
+                "CREATE TEMPORARY TABLE deferred_check (id int UNIQUE DEFERRABLE INITIALLY DEFERRED) ON COMMIT DROP"
+            )
+            cursor.execute("INSERT INTO deferred_check VALUES (1), (1)")
+        execution = durableflow.start("t.ping", queue=NOBODY)
+    # Sent with the COMMIT, which failed: the row is not there, and a delivery of it is skipped.
+    assert [event[:2] for event in path] == [("build", True), ("publish", (execution.id,))]
+    assert not Execution.objects.filter(pk=execution.id).exists()
+    assert operations.deliver(execution.id) == "skipped"
+    # The same connection serves the next transaction.
+    with transaction.atomic():
+        after = durableflow.start("t.ping", queue=NOBODY)
+    assert Execution.objects.get(pk=after.id).status == "pending"
 
 
 def test_on_postgresql_a_start_that_opens_the_transaction_sends_its_begin_with_the_insert(postgres, connection):
@@ -164,7 +217,11 @@ def _round_trips(connection) -> Iterator[list[list[str]]]:
             if kind == "Parse":  # Parse "<statement name>" "<text>" ...
                 trip.append(f"Parse {rest[0].split(chr(34))[3].split()[0]}")
             elif kind in ("Sync", "Query"):
-                trip.append("Sync" if kind == "Sync" else f"Query {rest[0].split()[0]}")
+                if kind == "Sync":
+                    trip.append("Sync")
+                else:  # Query "<text>"
+                    text = rest[0].split()[0].strip('"')
+                    trip.append(f"Query {text}")
                 sent.append(trip)
                 trip = []
 
@@ -220,4 +277,4 @@ def test_a_start_from_a_transactional_step_is_published_once_the_step_commits(co
     child = durableflow.result(parent.id)
     # Built inside the body (not refused: nothing is sent there), published after its commit.
     assert [event[:2] for event in path] == [("build", True), ("publish", (child,))]
-    assert path[1][2:] == (False, True)
+    assert path[1][2] is False
