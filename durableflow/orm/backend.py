@@ -232,7 +232,7 @@ def _commit(connection, commit: Callable[[Any], Any]) -> Any:
                     callback.done = False
         finally:
             results = _results(pgconn)
-        _rows(None, results)  # a failed COMMIT raises (the transaction is over either way)
+        _succeeded(results)  # a failed COMMIT raises (the transaction is over either way)
 
 
 def _begin_statement(raw) -> bytes:
@@ -305,9 +305,20 @@ def _pipeline_results(raw) -> list[Any]:
 
 
 def _rows(transformer, results: list[Any]) -> list[tuple]:
-    from psycopg import errors, pq
+    from psycopg import pq
 
     rows: list[tuple] = []
+    for result in _succeeded(results):
+        if result.status == pq.ExecStatus.TUPLES_OK:
+            transformer.set_pgresult(result)
+            rows.extend(transformer.load_row(i, tuple) for i in range(result.ntuples))
+    return rows
+
+
+def _succeeded(results: list[Any]) -> list[Any]:
+    """``results``, unless one is an error: that is raised as psycopg raises it."""
+    from psycopg import errors, pq
+
     for result in results:
         if result.status == pq.ExecStatus.FATAL_ERROR:
             state = (result.error_field(pq.DiagnosticField.SQLSTATE) or b"").decode()
@@ -317,10 +328,7 @@ def _rows(transformer, results: list[Any]) -> list[tuple]:
             except KeyError:
                 kind = errors.DatabaseError
             raise kind(message)
-        if result.status == pq.ExecStatus.TUPLES_OK:
-            transformer.set_pgresult(result)
-            rows.extend(transformer.load_row(i, tuple) for i in range(result.ntuples))
-    return rows
+    return results
 
 
 def cursor(connection, *, prepare: bool = True):
